@@ -1,0 +1,84 @@
+// Package actorstore holds the per-account databases: one SQLite file per
+// account (repo blocks, records, blob metadata, preferences), found by a
+// hash of the DID and opened through a bounded cache of handles.
+package actorstore
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/fakepds/fakepds/pds/store"
+)
+
+// Path is the file of did's actor store under dir. The name is a hash of
+// the DID, so no DID, however crafted, can name a path outside dir; two hex
+// digits of fan-out keep directories small with many accounts.
+func Path(dir, did string) string {
+	sum := sha256.Sum256([]byte(did))
+	name := hex.EncodeToString(sum[:])
+	return filepath.Join(dir, name[:2], name+".sqlite")
+}
+
+// Opener returns the OpenFunc that opens (creating if needed) actor stores
+// under dir with the given store options and this package's schema.
+func Opener(dir string, opts store.Options) OpenFunc[*store.DB] {
+	opts.Migrations = Migrations
+	return func(ctx context.Context, did string) (*store.DB, error) {
+		p := Path(dir, did)
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return nil, fmt.Errorf("actorstore: %w", err)
+		}
+		return store.Open(ctx, p, opts)
+	}
+}
+
+// Migrations is the actor store schema, one entry per PRAGMA user_version.
+var Migrations = []string{
+	`CREATE TABLE repo_root (
+		did        TEXT PRIMARY KEY,
+		cid        TEXT NOT NULL,
+		rev        TEXT NOT NULL,
+		indexed_at TEXT NOT NULL
+	);
+	CREATE TABLE repo_block (
+		cid      BLOB PRIMARY KEY,
+		repo_rev TEXT NOT NULL,
+		size     INTEGER NOT NULL,
+		content  BLOB NOT NULL
+	) WITHOUT ROWID;
+	CREATE INDEX repo_block_rev ON repo_block (repo_rev, cid);
+	CREATE TABLE record (
+		uri          TEXT PRIMARY KEY,
+		cid          TEXT NOT NULL,
+		collection   TEXT NOT NULL,
+		rkey         TEXT NOT NULL,
+		repo_rev     TEXT NOT NULL,
+		indexed_at   TEXT NOT NULL,
+		takedown_ref TEXT
+	);
+	CREATE INDEX record_collection ON record (collection, rkey);
+	CREATE INDEX record_cid ON record (cid);
+	CREATE TABLE blob (
+		cid          TEXT PRIMARY KEY,
+		mime_type    TEXT NOT NULL,
+		size         INTEGER NOT NULL,
+		temp_key     TEXT,
+		created_at   TEXT NOT NULL,
+		takedown_ref TEXT
+	);
+	CREATE TABLE record_blob (
+		blob_cid   TEXT NOT NULL,
+		record_uri TEXT NOT NULL,
+		PRIMARY KEY (blob_cid, record_uri)
+	) WITHOUT ROWID;
+	CREATE INDEX record_blob_uri ON record_blob (record_uri);
+	CREATE TABLE account_pref (
+		id         INTEGER PRIMARY KEY,
+		name       TEXT NOT NULL,
+		value_json TEXT NOT NULL
+	);`,
+}

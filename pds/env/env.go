@@ -1,0 +1,117 @@
+// Package env reads the HARNESS_PDS_* environment variables. It is the only
+// place in fakepds that looks at them: the binary and the harness call Read,
+// and the pds library itself takes everything through its Config.
+package env
+
+import (
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+)
+
+// Prefix starts the name of every variable fakepds reads.
+const Prefix = "HARNESS_PDS_"
+
+// Names of the variables, for messages and docs.
+const (
+	Fsync         = "HARNESS_PDS_FSYNC"
+	URL           = "HARNESS_PDS_URL"
+	PLCURL        = "HARNESS_PDS_PLC_URL"
+	AdminPassword = "HARNESS_PDS_ADMIN_PASSWORD"
+	Dir           = "HARNESS_PDS_DIR"
+	Backend       = "HARNESS_PDS_BACKEND"
+	Stats         = "HARNESS_PDS_STATS"
+	Log           = "HARNESS_PDS_LOG"
+	Addr          = "HARNESS_PDS_ADDR"
+)
+
+// Var documents one variable; Table lists them all, in the order --help
+// prints them.
+type Var struct {
+	Name    string
+	Default string
+	Meaning string
+}
+
+// Table is the documentation of every variable, shared by `fakepds --help`
+// and the README so the two cannot drift apart silently (a test compares them).
+var Table = []Var{
+	{Fsync, "0", "1: every SQLite database and blob file is durable (synchronous=FULL, fsync on commit), as a production PDS. Unset, empty or 0: nothing waits on the disk (synchronous=OFF). Any other value is a startup error."},
+	{URL, "", "Attach to the PDS running at this URL instead of starting one (shared by many test binaries in CI)."},
+	{PLCURL, "", "With HARNESS_PDS_URL: the PLC directory that PDS uses."},
+	{AdminPassword, "random", "Admin password (HTTP Basic, user \"admin\") of the PDS started, or of the one attached to."},
+	{Dir, "temporary", "Data directory. When set, it is used and kept after the server closes; otherwise a temporary one is removed on close."},
+	{Backend, "inprocess", "Which PDS the harness starts: inprocess, reference (npm @atproto/pds) or docker."},
+	{Stats, "0", "1: print per-method server-side stats (count, p50, p95, mean) when the test binary ends."},
+	{Log, "quiet", "Server log level on stderr: debug, info or warn. Unset: warnings and errors only."},
+	{Addr, "127.0.0.1:0", "Listen address (HOST:PORT) of the server the binary or harness starts."},
+}
+
+// Vars holds the parsed variables.
+type Vars struct {
+	Fsync         bool
+	URL           string
+	PLCURL        string
+	AdminPassword string
+	Dir           string
+	Backend       string
+	Stats         bool
+	// LogLevel is nil when HARNESS_PDS_LOG is unset: the server stays quiet
+	// but for warnings.
+	LogLevel *slog.Level
+	Addr     string
+}
+
+// Read parses the process environment.
+func Read() (Vars, error) { return Parse(os.LookupEnv) }
+
+// Parse parses the variables found through lookup. Errors name the variable
+// and the values it accepts.
+func Parse(lookup func(string) (string, bool)) (Vars, error) {
+	get := func(name string) string { v, _ := lookup(name); return strings.TrimSpace(v) }
+	var v Vars
+	var err error
+	if v.Fsync, err = parseBool(Fsync, get(Fsync)); err != nil {
+		return Vars{}, err
+	}
+	if v.Stats, err = parseBool(Stats, get(Stats)); err != nil {
+		return Vars{}, err
+	}
+	v.URL = get(URL)
+	v.PLCURL = get(PLCURL)
+	v.AdminPassword = get(AdminPassword)
+	v.Dir = get(Dir)
+	v.Addr = get(Addr)
+	switch b := get(Backend); b {
+	case "", "inprocess", "reference", "docker":
+		v.Backend = b
+		if b == "" {
+			v.Backend = "inprocess"
+		}
+	default:
+		return Vars{}, fmt.Errorf("%s=%q: accepted values are inprocess, reference, docker", Backend, b)
+	}
+	switch l := strings.ToLower(get(Log)); l {
+	case "":
+	case "debug", "info", "warn":
+		var lvl slog.Level
+		_ = lvl.UnmarshalText([]byte(l))
+		v.LogLevel = &lvl
+	default:
+		return Vars{}, fmt.Errorf("%s=%q: accepted values are debug, info, warn (or unset)", Log, l)
+	}
+	return v, nil
+}
+
+// parseBool accepts exactly unset, empty, "0" and "1": a toggle that decides
+// whether data survives a power cut must not guess what "yes" or "true" meant.
+func parseBool(name, s string) (bool, error) {
+	switch s {
+	case "", "0":
+		return false, nil
+	case "1":
+		return true, nil
+	}
+	return false, fmt.Errorf("%s=%q: accepted values are 1 (on), 0, empty or unset (off)", name, s)
+}

@@ -1,0 +1,287 @@
+// Package store opens the SQLite databases of fakepds: the account manager,
+// the actor stores (one per account) and the sequencer all go through Open,
+// which sets their pragmas and reads them back, so the durability of every
+// database is known rather than assumed.
+//
+// A DB has one writer connection and a small pool of readers. WAL lets the
+// readers run beside the writer; the single writer serializes writes without
+// any Go mutex held across SQLite I/O (database/sql's pool queues callers).
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// Tunables shared by every database. They are set explicitly: modernc's
+// defaults (synchronous=FULL among them) are not what a test PDS wants.
+const (
+	// BusyTimeout bounds how long a connection waits for a lock held by
+	// another connection of the same file (a checkpoint, say).
+	BusyTimeout = 5 * time.Second
+	// JournalSizeLimit is the size the -wal file is truncated to when SQLite
+	// resets it after a checkpoint. With the frame-counting auto-checkpoint
+	// below the file normally stays near WALAutoCheckpoint pages; this caps
+	// what one oversized transaction leaves behind.
+	JournalSizeLimit = 8 << 20
+	// WALAutoCheckpoint is SQLite's own default, named so nothing is left
+	// implicit: checkpoint once the WAL holds this many pages.
+	WALAutoCheckpoint = 1000
+	// DefaultReaders is the reader pool size of a DB.
+	DefaultReaders = 4
+)
+
+// Options configure Open.
+type Options struct {
+	// Fsync selects synchronous=FULL: every commit waits for the disk.
+	// Otherwise synchronous=OFF: a process crash loses nothing acknowledged,
+	// an OS crash or power cut may lose the last commits.
+	Fsync bool
+	// Readers is the size of the reader pool; DefaultReaders when zero.
+	Readers int
+	// Migrations bring the schema up to date: Migrations[i] moves
+	// PRAGMA user_version from i to i+1. They run at open, in one write
+	// transaction.
+	Migrations []string
+	// Logger receives the one warning Open logs when a pragma did not take.
+	// Nil means slog.Default().
+	Logger *slog.Logger
+}
+
+// Settings are the pragmas of a DB as SQLite reported them after open.
+type Settings struct {
+	JournalMode       string // "wal" when WAL took
+	Synchronous       int    // 0 OFF, 1 NORMAL, 2 FULL, 3 EXTRA
+	BusyTimeout       time.Duration
+	ForeignKeys       bool
+	JournalSizeLimit  int64
+	WALAutoCheckpoint int
+}
+
+// Fsync reports whether commits wait for the disk.
+func (s Settings) Fsync() bool { return s.Synchronous >= 2 }
+
+// SyncName is the name of the synchronous level, as PRAGMA synchronous spells it.
+func (s Settings) SyncName() string {
+	switch s.Synchronous {
+	case 0:
+		return "OFF"
+	case 1:
+		return "NORMAL"
+	case 2:
+		return "FULL"
+	case 3:
+		return "EXTRA"
+	}
+	return strconv.Itoa(s.Synchronous)
+}
+
+// DB is one SQLite database file.
+type DB struct {
+	path     string
+	w        *sql.DB // exactly one connection: the writer
+	r        *sql.DB // readers, query_only
+	settings Settings
+}
+
+// ErrDirty is returned by Open when a database's schema is newer than the
+// migrations this build knows.
+var ErrDirty = errors.New("store: database schema is newer than this build")
+
+// Open opens (creating if needed) the database at path, applies its
+// pragmas, reads them back and runs pending migrations.
+func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	readers := opts.Readers
+	if readers <= 0 {
+		readers = DefaultReaders
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	want := Settings{
+		JournalMode:       "wal",
+		Synchronous:       0,
+		BusyTimeout:       BusyTimeout,
+		ForeignKeys:       true,
+		JournalSizeLimit:  JournalSizeLimit,
+		WALAutoCheckpoint: WALAutoCheckpoint,
+	}
+	if opts.Fsync {
+		want.Synchronous = 2
+	}
+
+	w, err := sql.Open("sqlite", dsn(path, want, false))
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	w.SetMaxOpenConns(1)
+	w.SetMaxIdleConns(1)
+	w.SetConnMaxIdleTime(0)
+	w.SetConnMaxLifetime(0)
+
+	db := &DB{path: path, w: w}
+	got, err := readSettings(ctx, w)
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	db.settings = got
+	if got != want {
+		// Asked, not told: say once, per file, what SQLite settled on.
+		log.Warn("sqlite pragmas did not all take",
+			"file", path,
+			"journal_mode", got.JournalMode, "want_journal_mode", want.JournalMode,
+			"synchronous", got.SyncName(), "want_synchronous", want.SyncName(),
+			"busy_timeout", got.BusyTimeout, "foreign_keys", got.ForeignKeys,
+			"journal_size_limit", got.JournalSizeLimit, "wal_autocheckpoint", got.WALAutoCheckpoint)
+	}
+	if err := db.migrate(ctx, opts.Migrations); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
+	}
+
+	// Readers are opened lazily by database/sql; the writer has already
+	// switched the file to WAL, so they only need the per-connection pragmas.
+	r, err := sql.Open("sqlite", dsn(path, want, true))
+	if err != nil {
+		w.Close()
+		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
+	}
+	r.SetMaxOpenConns(readers)
+	r.SetMaxIdleConns(readers)
+	db.r = r
+	return db, nil
+}
+
+// dsn builds the connection string. Pragmas go in the DSN so every
+// connection the pools ever (re)open gets them, not just the first.
+func dsn(path string, s Settings, reader bool) string {
+	q := url.Values{}
+	add := func(p string) { q.Add("_pragma", p) }
+	add("busy_timeout(" + strconv.FormatInt(s.BusyTimeout.Milliseconds(), 10) + ")")
+	add("synchronous(" + strconv.Itoa(s.Synchronous) + ")")
+	add("foreign_keys(1)")
+	if reader {
+		add("query_only(1)")
+	} else {
+		// journal_mode goes through the driver's shorthand key, which it
+		// applies after the _pragma list: converting a new file to WAL
+		// writes a rollback journal, and under the default synchronous=FULL
+		// that would fsync before our synchronous setting took.
+		q.Set("_journal_mode", s.JournalMode)
+		add("journal_size_limit(" + strconv.FormatInt(s.JournalSizeLimit, 10) + ")")
+		add("wal_autocheckpoint(" + strconv.Itoa(s.WALAutoCheckpoint) + ")")
+		// BEGIN IMMEDIATE: a write transaction takes the write lock up front
+		// instead of failing with SQLITE_BUSY when it first writes.
+		q.Set("_txlock", "immediate")
+	}
+	return "file:" + path + "?" + q.Encode()
+}
+
+func readSettings(ctx context.Context, db *sql.DB) (Settings, error) {
+	var s Settings
+	var busyMS int64
+	var fk int
+	for _, p := range []struct {
+		name string
+		dst  any
+	}{
+		{"journal_mode", &s.JournalMode},
+		{"synchronous", &s.Synchronous},
+		{"busy_timeout", &busyMS},
+		{"foreign_keys", &fk},
+		{"journal_size_limit", &s.JournalSizeLimit},
+		{"wal_autocheckpoint", &s.WALAutoCheckpoint},
+	} {
+		if err := db.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(p.dst); err != nil {
+			return Settings{}, fmt.Errorf("read back PRAGMA %s: %w", p.name, err)
+		}
+	}
+	s.JournalMode = strings.ToLower(s.JournalMode)
+	s.BusyTimeout = time.Duration(busyMS) * time.Millisecond
+	s.ForeignKeys = fk == 1
+	return s, nil
+}
+
+func (db *DB) migrate(ctx context.Context, migrations []string) error {
+	return db.Write(ctx, func(tx *sql.Tx) error {
+		var v int
+		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {
+			return err
+		}
+		if v > len(migrations) {
+			return fmt.Errorf("%w: user_version %d, known %d", ErrDirty, v, len(migrations))
+		}
+		for i := v; i < len(migrations); i++ {
+			if _, err := tx.ExecContext(ctx, migrations[i]); err != nil {
+				return fmt.Errorf("migration %d: %w", i+1, err)
+			}
+		}
+		if v == len(migrations) {
+			return nil
+		}
+		_, err := tx.ExecContext(ctx, "PRAGMA user_version = "+strconv.Itoa(len(migrations)))
+		return err
+	})
+}
+
+// Path is the file the DB lives in.
+func (db *DB) Path() string { return db.path }
+
+// Settings are the pragmas SQLite reported after open.
+func (db *DB) Settings() Settings { return db.settings }
+
+// Write runs fn in one write transaction (BEGIN IMMEDIATE) on the writer
+// connection and commits it if fn returns nil. Callers queue for the writer;
+// a logical write must be one call, never a series of implicit transactions.
+func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.w.BeginTx(ctx, nil)
+	if err != nil {
+		return err
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	return tx.Commit()
+}
+
+// Read runs fn in a read transaction on a reader connection, so everything
+// fn reads comes from one snapshot.
+func (db *DB) Read(ctx context.Context, fn func(tx *sql.Tx) error) error {
+	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only: nothing to lose
+	return fn(tx)
+}
+
+// Reader is the reader pool, for single statements that need no snapshot
+// across queries. Its connections are query_only.
+func (db *DB) Reader() *sql.DB { return db.r }
+
+// Writer is the writer pool (one connection), for preparing statements that
+// Write callers bind to their transaction with tx.StmtContext; the
+// connection's prepared statement is then reused, not re-prepared.
+func (db *DB) Writer() *sql.DB { return db.w }
+
+// Close closes the readers, then the writer; the last connection to close
+// checkpoints the WAL (with the DB's synchronous setting).
+func (db *DB) Close() error {
+	var errR error
+	if db.r != nil {
+		errR = db.r.Close()
+	}
+	return errors.Join(errR, db.w.Close())
+}

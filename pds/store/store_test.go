@@ -1,0 +1,325 @@
+package store_test
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/fakepds/fakepds/pds/store"
+)
+
+var testSchema = []string{
+	`CREATE TABLE kv (k TEXT PRIMARY KEY, v BLOB NOT NULL)`,
+}
+
+func open(t testing.TB, path string, opts store.Options) *store.DB {
+	t.Helper()
+	if opts.Migrations == nil {
+		opts.Migrations = testSchema
+	}
+	db, err := store.Open(t.Context(), path, opts)
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return db
+}
+
+func put(ctx context.Context, db *store.DB, k string, v []byte) error {
+	return db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT OR REPLACE INTO kv (k, v) VALUES (?, ?)`, k, v)
+		return err
+	})
+}
+
+func TestPragmasReadBack(t *testing.T) {
+	for _, fsync := range []bool{false, true} {
+		t.Run(fmt.Sprintf("fsync=%v", fsync), func(t *testing.T) {
+			var logs bytes.Buffer
+			db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{
+				Fsync:  fsync,
+				Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+			})
+			got := db.Settings()
+			want := store.Settings{
+				JournalMode:       "wal",
+				Synchronous:       map[bool]int{false: 0, true: 2}[fsync],
+				BusyTimeout:       store.BusyTimeout,
+				ForeignKeys:       true,
+				JournalSizeLimit:  store.JournalSizeLimit,
+				WALAutoCheckpoint: store.WALAutoCheckpoint,
+			}
+			if got != want {
+				t.Errorf("Settings() = %+v, want %+v", got, want)
+			}
+			if got.Fsync() != fsync {
+				t.Errorf("Fsync() = %v, want %v", got.Fsync(), fsync)
+			}
+			if logs.Len() != 0 {
+				t.Errorf("unexpected warning: %s", logs.String())
+			}
+			// Readers get the same per-connection pragmas through the DSN.
+			var sync, fk int
+			if err := db.Reader().QueryRowContext(t.Context(), "PRAGMA synchronous").Scan(&sync); err != nil {
+				t.Fatal(err)
+			}
+			if err := db.Reader().QueryRowContext(t.Context(), "PRAGMA foreign_keys").Scan(&fk); err != nil {
+				t.Fatal(err)
+			}
+			if sync != want.Synchronous || fk != 1 {
+				t.Errorf("reader synchronous=%d foreign_keys=%d, want %d and 1", sync, fk, want.Synchronous)
+			}
+		})
+	}
+}
+
+// A pragma that does not take is reported once, naming the file and what
+// SQLite settled on. An in-memory database cannot be WAL.
+func TestPragmaWarning(t *testing.T) {
+	var logs bytes.Buffer
+	db := open(t, ":memory:", store.Options{Logger: slog.New(slog.NewTextHandler(&logs, nil))})
+	if db.Settings().JournalMode != "memory" {
+		t.Fatalf("journal mode %q, want memory", db.Settings().JournalMode)
+	}
+	out := logs.String()
+	if n := strings.Count(out, "level=WARN"); n != 1 {
+		t.Fatalf("want exactly one warning, got %d:\n%s", n, out)
+	}
+	for _, s := range []string{"file=:memory:", "journal_mode=memory", "want_journal_mode=wal"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("warning lacks %q:\n%s", s, out)
+		}
+	}
+}
+
+func TestMigrations(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.sqlite")
+	ctx := t.Context()
+	v1 := []string{`CREATE TABLE a (x INTEGER)`}
+	v2 := append(v1, `ALTER TABLE a ADD COLUMN y TEXT; CREATE TABLE b (z INTEGER)`)
+
+	db, err := store.Open(ctx, path, store.Options{Migrations: v1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`INSERT INTO a (x) VALUES (1)`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+
+	db, err = store.Open(ctx, path, store.Options{Migrations: v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v, x int
+	if err := db.Reader().QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Reader().QueryRow(`SELECT x FROM a WHERE y IS NULL`).Scan(&x); err != nil {
+		t.Fatalf("migrated table: %v", err)
+	}
+	if v != 2 || x != 1 {
+		t.Fatalf("user_version=%d x=%d, want 2 and 1", v, x)
+	}
+	db.Close()
+
+	// Reopening with the same migrations changes nothing; an older build
+	// refuses a newer database instead of running on an unknown schema.
+	db, err = store.Open(ctx, path, store.Options{Migrations: v2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	if _, err := store.Open(ctx, path, store.Options{Migrations: v1}); !errors.Is(err, store.ErrDirty) {
+		t.Fatalf("open with older migrations: err = %v, want ErrDirty", err)
+	}
+}
+
+// A failed migration leaves the database as it was: user_version and tables.
+func TestMigrationFailureRollsBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "m.sqlite")
+	_, err := store.Open(t.Context(), path, store.Options{Migrations: []string{
+		`CREATE TABLE ok (x INTEGER)`,
+		`CREATE TABLE bad (x INTEGER); SELECT * FROM missing_table`,
+	}})
+	if err == nil {
+		t.Fatal("open with a failing migration succeeded")
+	}
+	db := open(t, path, store.Options{Migrations: []string{}})
+	var v, n int
+	db.Reader().QueryRow(`PRAGMA user_version`).Scan(&v)
+	db.Reader().QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table'`).Scan(&n)
+	if v != 0 || n != 0 {
+		t.Fatalf("after failed migration: user_version=%d tables=%d, want 0 and 0", v, n)
+	}
+}
+
+func TestWriteRollsBackOnError(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{})
+	ctx := t.Context()
+	boom := errors.New("boom")
+	err := db.Write(ctx, func(tx *sql.Tx) error {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO kv VALUES ('a', x'01')`); err != nil {
+			return err
+		}
+		return boom
+	})
+	if !errors.Is(err, boom) {
+		t.Fatalf("Write = %v, want boom", err)
+	}
+	var n int
+	if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 0 {
+		t.Fatalf("%d rows after rolled-back write, want 0", n)
+	}
+}
+
+// Readers see committed snapshots while the writer works: WAL in action.
+func TestReadersBesideWriter(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{})
+	ctx := t.Context()
+	if err := put(ctx, db, "a", []byte("1")); err != nil {
+		t.Fatal(err)
+	}
+	inTx := make(chan struct{})
+	release := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		db.Write(ctx, func(tx *sql.Tx) error {
+			tx.ExecContext(ctx, `UPDATE kv SET v = '2' WHERE k = 'a'`)
+			close(inTx)
+			<-release
+			return nil
+		})
+	}()
+	<-inTx
+	// The write transaction is open and holds the write lock; a read
+	// completes anyway and sees the last committed value.
+	var v string
+	err := db.Read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = 'a'`).Scan(&v)
+	})
+	close(release)
+	wg.Wait()
+	if err != nil || v != "1" {
+		t.Fatalf("read during write: v=%q err=%v, want 1", v, err)
+	}
+	if err := db.Reader().QueryRowContext(ctx, `SELECT v FROM kv WHERE k = 'a'`).Scan(&v); err != nil || v != "2" {
+		t.Fatalf("read after write: v=%q err=%v, want 2", v, err)
+	}
+	if _, err := db.Reader().ExecContext(ctx, `DELETE FROM kv`); err == nil {
+		t.Fatal("reader pool accepted a write; it must be query_only")
+	}
+}
+
+// A database made by another tool in rollback-journal mode becomes WAL on
+// its first open through the store.
+func TestDeleteJournalConvertsToWAL(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "old.sqlite")
+	raw, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(DELETE)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := raw.Exec(`CREATE TABLE kv (k TEXT PRIMARY KEY, v BLOB NOT NULL); INSERT INTO kv VALUES ('a', 'b')`); err != nil {
+		t.Fatal(err)
+	}
+	var mode string
+	raw.QueryRow(`PRAGMA journal_mode`).Scan(&mode)
+	raw.Close()
+	if mode != "delete" {
+		t.Fatalf("setup: journal_mode %q, want delete", mode)
+	}
+
+	db := open(t, path, store.Options{Migrations: []string{}})
+	if got := db.Settings().JournalMode; got != "wal" {
+		t.Fatalf("journal_mode after open = %q, want wal", got)
+	}
+	var v string
+	if err := db.Reader().QueryRow(`SELECT v FROM kv WHERE k = 'a'`).Scan(&v); err != nil || v != "b" {
+		t.Fatalf("data after conversion: %q, %v", v, err)
+	}
+}
+
+// The driver must be built without the global malloc statistics mutex,
+// which every allocation would otherwise take.
+func TestCompileOptionsMemstatusOff(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{})
+	rows, err := db.Reader().Query(`PRAGMA compile_options`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	var all []string
+	for rows.Next() {
+		var o string
+		if err := rows.Scan(&o); err != nil {
+			t.Fatal(err)
+		}
+		all = append(all, o)
+	}
+	for _, o := range all {
+		if o == "DEFAULT_MEMSTATUS=0" {
+			return
+		}
+	}
+	t.Fatalf("compile_options lacks DEFAULT_MEMSTATUS=0: %v", all)
+}
+
+// walBound is the documented ceiling of the -wal file of a database written
+// by small commits: SQLite checkpoints every WALAutoCheckpoint pages and then
+// rewinds the WAL, so it stays near that many pages; JournalSizeLimit is the
+// most a reset leaves on disk.
+const walBound = store.JournalSizeLimit
+
+func TestWALStaysBounded(t *testing.T) {
+	if testing.Short() {
+		t.Skip("20,000 commits; skipped in -short")
+	}
+	path := filepath.Join(t.TempDir(), "wal.sqlite")
+	db := open(t, path, store.Options{})
+	ctx := t.Context()
+	val := bytes.Repeat([]byte{'x'}, 100)
+	var peak int64
+	for i := range 20000 {
+		if err := put(ctx, db, fmt.Sprint(i), val); err != nil {
+			t.Fatal(err)
+		}
+		// A reader now and then, as a serving PDS has: checkpoints must
+		// still get through.
+		if i%100 == 0 {
+			var n int
+			if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n); err != nil {
+				t.Fatal(err)
+			}
+			fi, err := os.Stat(path + "-wal")
+			if err != nil {
+				t.Fatal(err)
+			}
+			peak = max(peak, fi.Size())
+		}
+	}
+	fi, err := os.Stat(path + "-wal")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak = max(peak, fi.Size())
+	t.Logf("-wal after 20000 commits: %d bytes, peak seen %d, bound %d", fi.Size(), peak, walBound)
+	if peak > walBound {
+		t.Fatalf("-wal file reached %d bytes, over the bound %d", peak, walBound)
+	}
+}
