@@ -1,0 +1,99 @@
+// Package account is the account manager: accounts, handles, passwords, app
+// passwords, refresh tokens, invite codes and email tokens, in one SQLite
+// database.
+package account
+
+import (
+	"context"
+	"path/filepath"
+
+	"github.com/fakepds/fakepds/pds/store"
+)
+
+// File is the account manager database's name in the data dir.
+const File = "account.sqlite"
+
+// Manager owns the account database.
+type Manager struct {
+	db *store.DB
+}
+
+// Open opens the account database in dir.
+func Open(ctx context.Context, dir string, opts store.Options) (*Manager, error) {
+	opts.Migrations = Migrations
+	db, err := store.Open(ctx, filepath.Join(dir, File), opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Manager{db: db}, nil
+}
+
+// DB is the underlying database.
+func (m *Manager) DB() *store.DB { return m.db }
+
+// Ping checks that the database answers a query.
+func (m *Manager) Ping(ctx context.Context) error {
+	var one int
+	return m.db.Reader().QueryRowContext(ctx, `SELECT 1`).Scan(&one)
+}
+
+// Close closes the database.
+func (m *Manager) Close() error { return m.db.Close() }
+
+// Migrations is the account manager schema, one entry per user_version.
+var Migrations = []string{
+	`CREATE TABLE actor (
+		did            TEXT PRIMARY KEY,
+		handle         TEXT UNIQUE,
+		created_at     TEXT NOT NULL,
+		takedown_ref   TEXT,
+		deactivated_at TEXT,
+		delete_after   TEXT
+	);
+	CREATE TABLE account (
+		did                 TEXT PRIMARY KEY REFERENCES actor (did) ON DELETE CASCADE,
+		email               TEXT NOT NULL UNIQUE COLLATE NOCASE,
+		password_scrypt     TEXT NOT NULL,
+		email_confirmed_at  TEXT,
+		invites_disabled    INTEGER NOT NULL DEFAULT 0
+	);
+	CREATE TABLE app_password (
+		did             TEXT NOT NULL REFERENCES actor (did) ON DELETE CASCADE,
+		name            TEXT NOT NULL,
+		password_scrypt TEXT NOT NULL,
+		created_at      TEXT NOT NULL,
+		privileged      INTEGER NOT NULL DEFAULT 0,
+		PRIMARY KEY (did, name)
+	) WITHOUT ROWID;
+	CREATE TABLE refresh_token (
+		id           TEXT PRIMARY KEY,
+		did          TEXT NOT NULL REFERENCES actor (did) ON DELETE CASCADE,
+		expires_at   TEXT NOT NULL,
+		app_pass_name TEXT,
+		next_id      TEXT
+	);
+	CREATE INDEX refresh_token_did ON refresh_token (did);
+	CREATE TABLE invite_code (
+		code         TEXT PRIMARY KEY,
+		available    INTEGER NOT NULL,
+		disabled     INTEGER NOT NULL DEFAULT 0,
+		for_account  TEXT NOT NULL,
+		created_by   TEXT NOT NULL,
+		created_at   TEXT NOT NULL
+	);
+	CREATE INDEX invite_code_for_account ON invite_code (for_account);
+	CREATE TABLE invite_code_use (
+		code     TEXT NOT NULL REFERENCES invite_code (code),
+		used_by  TEXT NOT NULL,
+		used_at  TEXT NOT NULL,
+		PRIMARY KEY (code, used_by)
+	) WITHOUT ROWID;
+	CREATE TABLE email_token (
+		purpose      TEXT NOT NULL,
+		did          TEXT NOT NULL REFERENCES actor (did) ON DELETE CASCADE,
+		token        TEXT NOT NULL,
+		requested_at TEXT NOT NULL,
+		PRIMARY KEY (purpose, did),
+		UNIQUE (purpose, token)
+	) WITHOUT ROWID;`,
+}

@@ -1,0 +1,270 @@
+// Package pds is fakepds's server, usable as a library: New builds a Server
+// from a Config, Start serves it on a loopback port, Close ends it.
+//
+// The pds package never reads the environment: the HARNESS_PDS_* variables
+// are read by package env and turned into a Config by the binary and the
+// harness.
+package pds
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/actorstore"
+	"github.com/fakepds/fakepds/pds/sequencer"
+	"github.com/fakepds/fakepds/pds/store"
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+// Version is reported by /xrpc/_health.
+const Version = "0.1.0-fakepds"
+
+// Config configures a Server. The zero value is a working server: a
+// temporary data dir, a random admin password, fsync off, handles under .test.
+type Config struct {
+	// Addr is the listen address of Start; "127.0.0.1:0" when empty.
+	Addr string
+	// DataDir holds the databases and blobs. When empty, New makes a
+	// temporary one and Close removes it; a DataDir given here is kept.
+	DataDir string
+	// Fsync makes every database (and blob file) durable: synchronous=FULL.
+	// Off, nothing waits on the disk; a process crash still loses nothing
+	// acknowledged, an OS crash or power cut may.
+	Fsync bool
+	// AdminPassword is the password of HTTP Basic user "admin"; random
+	// when empty.
+	AdminPassword string
+	// Hostname names the service (its did:web and the default handle
+	// domain's parent); "localhost" when empty.
+	Hostname string
+	// HandleDomains are the suffixes account handles may use, each with a
+	// leading dot; [".test"] when empty.
+	HandleDomains []string
+	// InviteRequired makes createAccount demand an invite code.
+	InviteRequired bool
+	// BlobUploadLimit is the largest blob uploadBlob accepts, in bytes;
+	// 5,000,000 (the reference's default) when zero.
+	BlobUploadLimit int64
+	// ActorStoreCache bounds the open actor store handles; 256 when zero.
+	ActorStoreCache int
+	// PrivacyPolicyURL, TermsOfServiceURL and ContactEmail are reported by
+	// describeServer when set.
+	PrivacyPolicyURL, TermsOfServiceURL, ContactEmail string
+	// Logger receives the server's logs; nil discards everything below
+	// warnings and writes warnings to stderr.
+	Logger *slog.Logger
+}
+
+// Server is a running (or ready to run) fakepds.
+type Server struct {
+	cfg     Config
+	log     *slog.Logger
+	dataDir string
+	tempDir bool // remove dataDir on Close
+
+	accounts *account.Manager
+	seq      *sequencer.Sequencer
+	actors   *actorstore.Cache[*store.DB]
+	settings store.Settings // of the account database, as read back
+
+	handler http.Handler
+
+	mu       sync.Mutex
+	http     *http.Server
+	listener net.Listener
+	url      string
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+// New opens the server's databases and builds its handler. It does not
+// listen: call Start, or serve Handler yourself.
+func New(cfg Config) (*Server, error) {
+	if err := cfg.fill(); err != nil {
+		return nil, err
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger}
+	ctx := context.Background()
+
+	s.dataDir = cfg.DataDir
+	if s.dataDir == "" {
+		d, err := os.MkdirTemp("", "fakepds-")
+		if err != nil {
+			return nil, fmt.Errorf("pds: data dir: %w", err)
+		}
+		s.dataDir, s.tempDir = d, true
+	} else if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+		return nil, fmt.Errorf("pds: data dir: %w", err)
+	}
+
+	if err := s.open(ctx); err != nil {
+		s.closeStores()
+		if s.tempDir {
+			os.RemoveAll(s.dataDir)
+		}
+		return nil, fmt.Errorf("pds: %w", err)
+	}
+	s.handler = s.routes()
+	return s, nil
+}
+
+func (s *Server) open(ctx context.Context) error {
+	opts := store.Options{Fsync: s.cfg.Fsync, Logger: s.log}
+	var err error
+	if s.accounts, err = account.Open(ctx, s.dataDir, opts); err != nil {
+		return err
+	}
+	if s.seq, err = sequencer.Open(ctx, s.dataDir, opts); err != nil {
+		return err
+	}
+	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorstore.Opener(filepath.Join(s.dataDir, "actors"), opts))
+	s.settings = s.accounts.DB().Settings()
+	return nil
+}
+
+func (c *Config) fill() error {
+	if c.Addr == "" {
+		c.Addr = "127.0.0.1:0"
+	}
+	if c.AdminPassword == "" {
+		b := make([]byte, 18)
+		_, _ = rand.Read(b)
+		c.AdminPassword = base64.RawURLEncoding.EncodeToString(b)
+	}
+	if c.Hostname == "" {
+		c.Hostname = "localhost"
+	}
+	if len(c.HandleDomains) == 0 {
+		c.HandleDomains = []string{".test"}
+	}
+	for i, d := range c.HandleDomains {
+		if !strings.HasPrefix(d, ".") {
+			return fmt.Errorf("pds: handle domain %q must start with a dot", d)
+		}
+		c.HandleDomains[i] = strings.ToLower(d)
+	}
+	if c.BlobUploadLimit == 0 {
+		c.BlobUploadLimit = 5_000_000
+	}
+	if c.ActorStoreCache == 0 {
+		c.ActorStoreCache = 256
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	}
+	return nil
+}
+
+// Start listens on the configured address and serves. When it returns
+// without error the server answers: the socket is bound and accepting.
+func (s *Server) Start() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.http != nil {
+		return errors.New("pds: already started")
+	}
+	ln, err := net.Listen("tcp", s.cfg.Addr)
+	if err != nil {
+		return fmt.Errorf("pds: listen %s: %w", s.cfg.Addr, err)
+	}
+	s.listener = ln
+	s.url = "http://" + ln.Addr().String()
+	s.http = &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+	}
+	go func() {
+		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			s.log.Error("pds: serve", "err", err)
+		}
+	}()
+	s.log.Info("fakepds listening", "url", s.url, "data_dir", s.dataDir,
+		"fsync", s.settings.Fsync(), "synchronous", s.settings.SyncName(), "journal_mode", s.settings.JournalMode)
+	return nil
+}
+
+// URL is the base URL the server answers on, "" before Start.
+func (s *Server) URL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.url
+}
+
+// Handler serves every route of the server; use it to serve without a
+// socket (httptest, an in-memory RoundTripper).
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Fsync reports whether commits wait for the disk, from the pragmas SQLite
+// reported, not from the Config.
+func (s *Server) Fsync() bool { return s.settings.Fsync() }
+
+// DataDir is the directory holding the server's databases.
+func (s *Server) DataDir() string { return s.dataDir }
+
+// AdminPassword is the password of HTTP Basic user "admin".
+func (s *Server) AdminPassword() string { return s.cfg.AdminPassword }
+
+// Close stops serving (waiting up to 5 s for requests in flight), closes
+// the databases and removes a temporary data dir. It is safe to call more
+// than once; later calls return the first call's result.
+func (s *Server) Close() error {
+	s.closeOnce.Do(func() {
+		var errs []error
+		s.mu.Lock()
+		srv := s.http
+		s.mu.Unlock()
+		if srv != nil {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			if err := srv.Shutdown(ctx); err != nil {
+				errs = append(errs, err, srv.Close())
+			}
+			cancel()
+		}
+		errs = append(errs, s.closeStores())
+		if s.tempDir {
+			errs = append(errs, os.RemoveAll(s.dataDir))
+		}
+		s.closeErr = errors.Join(errs...)
+	})
+	return s.closeErr
+}
+
+// closeStores is nil-safe so a New that failed halfway can clean up.
+func (s *Server) closeStores() error {
+	var errs []error
+	if s.actors != nil {
+		errs = append(errs, s.actors.Close())
+	}
+	if s.seq != nil {
+		errs = append(errs, s.seq.Close())
+	}
+	if s.accounts != nil {
+		errs = append(errs, s.accounts.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func (s *Server) routes() http.Handler {
+	mux := http.NewServeMux()
+	x := xrpc.NewMux(s.log)
+	s.registerServer(x)
+	mux.Handle("/xrpc/", x)
+	mux.HandleFunc("GET /xrpc/_health", s.health)
+	mux.HandleFunc("GET /{$}", s.root)
+	mux.HandleFunc("GET /robots.txt", s.robots)
+	return mux
+}

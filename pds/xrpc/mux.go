@@ -1,0 +1,142 @@
+package xrpc
+
+import (
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"runtime/debug"
+	"strings"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+)
+
+// Kind is the lexicon type of a method: a query is a GET, a procedure a POST.
+type Kind uint8
+
+const (
+	Query Kind = iota + 1
+	Procedure
+	Subscription // a GET upgraded to a WebSocket
+)
+
+func (k Kind) httpMethod() string {
+	if k == Procedure {
+		return http.MethodPost
+	}
+	return http.MethodGet
+}
+
+// HandlerFunc serves one XRPC method. Returning an error writes the error
+// envelope; a handler that wrote its response returns nil.
+type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+
+type method struct {
+	kind    Kind
+	handler HandlerFunc
+}
+
+// Mux routes /xrpc/{nsid} to the registered methods.
+type Mux struct {
+	methods map[string]method
+	log     *slog.Logger
+}
+
+// NewMux returns an empty Mux. Panics in handlers are logged to log and
+// answered with a 500.
+func NewMux(log *slog.Logger) *Mux {
+	if log == nil {
+		log = slog.Default()
+	}
+	return &Mux{methods: make(map[string]method), log: log}
+}
+
+// Handle registers h as the method nsid of the given kind. Registering a
+// name twice, or an invalid NSID, is a programming error and panics.
+func (m *Mux) Handle(kind Kind, nsid string, h HandlerFunc) {
+	if _, err := syntax.ParseNSID(nsid); err != nil {
+		panic("xrpc: register " + nsid + ": " + err.Error())
+	}
+	if _, dup := m.methods[nsid]; dup {
+		panic("xrpc: method registered twice: " + nsid)
+	}
+	m.methods[nsid] = method{kind: kind, handler: h}
+}
+
+// Methods lists the registered NSIDs.
+func (m *Mux) Methods() []string {
+	out := make([]string, 0, len(m.methods))
+	for n := range m.methods {
+		out = append(out, n)
+	}
+	return out
+}
+
+// NSID is the method name of an /xrpc/ request path, or "" when the path
+// names no valid NSID.
+func NSID(path string) string {
+	name, ok := strings.CutPrefix(path, "/xrpc/")
+	if !ok {
+		return ""
+	}
+	if _, err := syntax.ParseNSID(name); err != nil {
+		return ""
+	}
+	return name
+}
+
+// ServeHTTP serves /xrpc/{nsid}.
+func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if p := recover(); p != nil {
+			if p == http.ErrAbortHandler {
+				panic(p)
+			}
+			m.log.Error("xrpc handler panic", "path", r.URL.Path, "panic", p, "stack", string(debug.Stack()))
+			WriteError(w, internal)
+		}
+	}()
+	name := NSID(r.URL.Path)
+	if name == "" {
+		WriteError(w, InvalidRequest("", "invalid xrpc path"))
+		return
+	}
+	meth, ok := m.methods[name]
+	if !ok {
+		WriteError(w, NotImplemented())
+		return
+	}
+	want := meth.kind.httpMethod()
+	if r.Method != want && !(want == http.MethodGet && r.Method == http.MethodHead) {
+		WriteError(w, InvalidRequest("", "Incorrect HTTP method (%s) expected %s", r.Method, want))
+		return
+	}
+	if err := meth.handler(w, r); err != nil {
+		e := asError(err)
+		if e.Status >= 500 {
+			m.log.Error("xrpc method failed", "method", name, "err", err)
+		}
+		WriteError(w, e)
+	}
+}
+
+// WriteError writes err as an XRPC error envelope. Errors that are not
+// *Error become a bare 500.
+func WriteError(w http.ResponseWriter, err error) {
+	e := asError(err)
+	WriteJSON(w, e.Status, struct {
+		Error   string `json:"error"`
+		Message string `json:"message,omitempty"`
+	}{e.Name, e.Message})
+}
+
+// WriteJSON writes v as a JSON response with the given status.
+func WriteJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		status, b = 500, []byte(`{"error":"InternalServerError","message":"Internal Server Error"}`)
+	}
+	h := w.Header()
+	h.Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}

@@ -1,0 +1,110 @@
+package xrpc_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+type envelope struct {
+	Error   string `json:"error"`
+	Message string `json:"message"`
+}
+
+func do(t *testing.T, h http.Handler, method, path string) (int, envelope, string) {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	h.ServeHTTP(rec, httptest.NewRequest(method, path, nil))
+	var e envelope
+	body := rec.Body.String()
+	if rec.Code >= 400 {
+		if ct := rec.Header().Get("Content-Type"); !strings.HasPrefix(ct, "application/json") {
+			t.Errorf("%s %s: error Content-Type %q", method, path, ct)
+		}
+		if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil {
+			t.Fatalf("%s %s: error body %q is not an envelope: %v", method, path, body, err)
+		}
+	}
+	return rec.Code, e, body
+}
+
+func TestMuxErrors(t *testing.T) {
+	var logs bytes.Buffer
+	m := xrpc.NewMux(slog.New(slog.NewTextHandler(&logs, nil)))
+	m.Handle(xrpc.Query, "com.example.ok", func(w http.ResponseWriter, r *http.Request) error {
+		xrpc.WriteJSON(w, 200, map[string]string{"ok": "yes"})
+		return nil
+	})
+	m.Handle(xrpc.Procedure, "com.example.proc", func(w http.ResponseWriter, r *http.Request) error {
+		return xrpc.InvalidRequest("RecordNotFound", "Could not locate record")
+	})
+	m.Handle(xrpc.Query, "com.example.panic", func(w http.ResponseWriter, r *http.Request) error {
+		panic("secret internal detail")
+	})
+	m.Handle(xrpc.Query, "com.example.fail", func(w http.ResponseWriter, r *http.Request) error {
+		return errors.New("db is on fire at /var/secret/path")
+	})
+	m.Handle(xrpc.Query, "com.example.fail500", func(w http.ResponseWriter, r *http.Request) error {
+		return xrpc.Errorf(500, "", "detail that must not leak")
+	})
+	m.Handle(xrpc.Query, "com.example.auth", func(w http.ResponseWriter, r *http.Request) error {
+		return xrpc.AuthRequired("", "")
+	})
+
+	for _, tc := range []struct {
+		method, path string
+		status       int
+		name, msg    string
+	}{
+		{"GET", "/xrpc/com.example.ok", 200, "", ""},
+		{"HEAD", "/xrpc/com.example.ok", 200, "", ""},
+		{"GET", "/xrpc/com.example.unknown", 501, "MethodNotImplemented", "Method Not Implemented"},
+		{"POST", "/xrpc/com.example.ok", 400, "InvalidRequest", "Incorrect HTTP method (POST) expected GET"},
+		{"GET", "/xrpc/com.example.proc", 400, "InvalidRequest", "Incorrect HTTP method (GET) expected POST"},
+		{"POST", "/xrpc/com.example.proc", 400, "RecordNotFound", "Could not locate record"},
+		{"GET", "/xrpc/not..an.nsid", 400, "InvalidRequest", "invalid xrpc path"},
+		{"GET", "/xrpc/com.example.panic", 500, "InternalServerError", "Internal Server Error"},
+		{"GET", "/xrpc/com.example.fail", 500, "InternalServerError", "Internal Server Error"},
+		{"GET", "/xrpc/com.example.fail500", 500, "InternalServerError", "Internal Server Error"},
+		{"GET", "/xrpc/com.example.auth", 401, "AuthenticationRequired", "Authentication Required"},
+	} {
+		code, e, body := do(t, m, tc.method, tc.path)
+		if code != tc.status || e.Error != tc.name || e.Message != tc.msg {
+			t.Errorf("%s %s = %d %q %q, want %d %q %q", tc.method, tc.path, code, e.Error, e.Message, tc.status, tc.name, tc.msg)
+		}
+		if strings.Contains(body, "secret") || strings.Contains(body, "leak") {
+			t.Errorf("%s %s leaks internals: %s", tc.method, tc.path, body)
+		}
+	}
+	// The server keeps the details it does not send.
+	for _, s := range []string{"secret internal detail", "db is on fire"} {
+		if !strings.Contains(logs.String(), s) {
+			t.Errorf("log lacks %q:\n%s", s, logs.String())
+		}
+	}
+}
+
+func TestHandleRejectsBadRegistrations(t *testing.T) {
+	m := xrpc.NewMux(nil)
+	m.Handle(xrpc.Query, "com.example.a", nil)
+	for name, f := range map[string]func(){
+		"duplicate":    func() { m.Handle(xrpc.Query, "com.example.a", nil) },
+		"invalid NSID": func() { m.Handle(xrpc.Query, "nope", nil) },
+	} {
+		func() {
+			defer func() {
+				if recover() == nil {
+					t.Errorf("%s: no panic", name)
+				}
+			}()
+			f()
+		}()
+	}
+}
