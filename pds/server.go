@@ -123,11 +123,14 @@ func New(cfg Config) (*Server, error) {
 
 func (s *Server) open(ctx context.Context) error {
 	opts := store.Options{Fsync: s.cfg.Fsync, Logger: s.log}
-	var err error
-	if s.accounts, err = account.Open(ctx, s.dataDir, opts); err != nil {
-		return err
-	}
-	if s.seq, err = sequencer.Open(ctx, s.dataDir, opts); err != nil {
+	// Opening a database is mostly file-creation syscalls: open them side
+	// by side.
+	var wg sync.WaitGroup
+	var errAcc, errSeq error
+	wg.Go(func() { s.accounts, errAcc = account.Open(ctx, s.dataDir, opts) })
+	wg.Go(func() { s.seq, errSeq = sequencer.Open(ctx, s.dataDir, opts) })
+	wg.Wait()
+	if err := errors.Join(errAcc, errSeq); err != nil {
 		return err
 	}
 	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorstore.Opener(filepath.Join(s.dataDir, "actors"), opts))

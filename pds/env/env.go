@@ -38,8 +38,8 @@ type Var struct {
 // and the README so the two cannot drift apart silently (a test compares them).
 var Table = []Var{
 	{Fsync, "0", "1: every SQLite database and blob file is durable (synchronous=FULL, fsync on commit), as a production PDS. Unset, empty or 0: nothing waits on the disk (synchronous=OFF). Any other value is a startup error."},
-	{URL, "", "Attach to the PDS running at this URL instead of starting one (shared by many test binaries in CI)."},
-	{PLCURL, "", "With HARNESS_PDS_URL: the PLC directory that PDS uses."},
+	{URL, "unset", "Attach to the PDS running at this URL instead of starting one (shared by many test binaries in CI)."},
+	{PLCURL, "unset", "With HARNESS_PDS_URL: the PLC directory that PDS uses."},
 	{AdminPassword, "random", "Admin password (HTTP Basic, user \"admin\") of the PDS started, or of the one attached to."},
 	{Dir, "temporary", "Data directory. When set, it is used and kept after the server closes; otherwise a temporary one is removed on close."},
 	{Backend, "inprocess", "Which PDS the harness starts: inprocess, reference (npm @atproto/pds) or docker."},

@@ -1,0 +1,23 @@
+# fakepds: `make run` starts a PDS on localhost, `make test` runs the tests.
+GO ?= go
+STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
+ADDR ?= 127.0.0.1:2583
+
+.PHONY: run test test-short bench lint
+
+run: ## a PDS on $(ADDR) until Ctrl-C; prints its JSON line first
+	$(GO) run ./harness/cmd/fakepds serve --addr $(ADDR)
+
+test: ## every test, with the race detector
+	$(GO) test -race ./...
+
+test-short: ## the quick subset
+	$(GO) test -short ./...
+
+bench: ## every benchmark; see docs/perf.md for how the figures there were made
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+lint: ## gofmt, go vet, staticcheck
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
