@@ -1,0 +1,121 @@
+package xrpc
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"reflect"
+	"strings"
+)
+
+// Body limits, as the reference PDS sets them: JSON input 150 kB, record
+// writes 1 MB.
+const (
+	JSONLimit   = 150 * 1024
+	RecordLimit = 1_000_000
+)
+
+// hasBody reports whether the request declares a body at all. The reference
+// tells "no body" (no Content-Length, no Transfer-Encoding) from an empty one.
+func hasBody(r *http.Request) bool {
+	return r.ContentLength > 0 || len(r.TransferEncoding) > 0 ||
+		r.ContentLength == 0 && r.Header.Get("Content-Length") != ""
+}
+
+// Encoding is the request's media type without parameters, or an error
+// when it has none.
+func Encoding(r *http.Request) (string, error) {
+	ct := r.Header.Get("Content-Type")
+	if ct == "" {
+		return "", InvalidRequest("", "Request encoding (Content-Type) required but not provided")
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return "", InvalidRequest("", "Request encoding (Content-Type) required but not provided")
+	}
+	return mt, nil
+}
+
+// DecodeJSON reads a procedure's JSON input into v, with the checks and
+// errors of the reference: a body must be present and declared JSON, at
+// most limit bytes (413 PayloadTooLargeError, the name the reference's body
+// parser leaks), and parse (400 SyntaxError, likewise).
+func DecodeJSON(r *http.Request, limit int64, v any) error {
+	if !hasBody(r) {
+		return InvalidRequest("", "A request body is expected but none was provided")
+	}
+	enc, err := Encoding(r)
+	if err != nil {
+		return err
+	}
+	if enc != "application/json" {
+		return InvalidRequest("", "Wrong request encoding (Content-Type): %s", enc)
+	}
+	if r.ContentLength > limit {
+		return jsonTooLarge
+	}
+	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	if err != nil {
+		return InvalidRequest("", "could not read request body")
+	}
+	if int64(len(b)) > limit {
+		return jsonTooLarge
+	}
+	b = bytes.TrimSpace(b)
+	if len(b) == 0 {
+		// An empty body parses as {} in the reference, and then fails the
+		// handler's own checks for required fields.
+		b = []byte("{}")
+	}
+	if b[0] != '{' && b[0] != '[' {
+		// Strict JSON parsing: the reference accepts only objects and arrays.
+		return &Error{Status: 400, Name: "SyntaxError", Message: "Unexpected token in JSON body: objects and arrays only"}
+	}
+	if err := json.Unmarshal(b, v); err != nil {
+		var se *json.SyntaxError
+		var te *json.UnmarshalTypeError
+		switch {
+		case errors.As(err, &se):
+			return &Error{Status: 400, Name: "SyntaxError", Message: fmt.Sprintf("Invalid JSON at offset %d: %v", se.Offset, se)}
+		case errors.As(err, &te):
+			return InvalidRequest("", "Input/%s must be %s", fieldPath(te), kindName(te.Type))
+		}
+		return InvalidRequest("", "Invalid input: %v", err)
+	}
+	return nil
+}
+
+var jsonTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Name: "PayloadTooLargeError", Message: "request entity too large"}
+
+func fieldPath(te *json.UnmarshalTypeError) string {
+	if te.Field == "" {
+		return "input"
+	}
+	return strings.ReplaceAll(te.Field, ".", "/")
+}
+
+// kindName names the JSON type a Go field wants, in the reference's words
+// ("Input/handle must be a string").
+func kindName(t reflect.Type) string {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.String:
+		return "a string"
+	case reflect.Bool:
+		return "a boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return "an integer"
+	case reflect.Float32, reflect.Float64:
+		return "a number"
+	case reflect.Slice, reflect.Array:
+		return "an array"
+	}
+	return "an object"
+}
