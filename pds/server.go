@@ -23,6 +23,8 @@ import (
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/actorstore"
+	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/clock"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -65,6 +67,17 @@ type Config struct {
 	// Logger receives the server's logs; nil discards everything below
 	// warnings and writes warnings to stderr.
 	Logger *slog.Logger
+	// Clock is the server's time (token expiry, email tokens, event
+	// times); the real clock when nil. The harness passes a clock.Shifted
+	// so a test can move it forward.
+	Clock clock.Clock
+	// ReferencePasswordCost hashes passwords at the reference PDS's scrypt
+	// cost (N=16384, ~50 ms a hash) instead of fakepds's cheap default.
+	ReferencePasswordCost bool
+	// PadLogins makes every createSession take at least 350 ms, as the
+	// reference pads them against timing attacks. Off by default: a test
+	// suite pays it on every login.
+	PadLogins bool
 }
 
 // Server is a running (or ready to run) fakepds.
@@ -78,6 +91,10 @@ type Server struct {
 	seq      *sequencer.Sequencer
 	actors   *actorstore.Cache[*store.DB]
 	settings store.Settings // of the account database, as read back
+
+	clock  clock.Clock
+	tokens *auth.Tokens
+	hasher auth.Hasher
 
 	handler http.Handler
 
@@ -96,7 +113,11 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger}
+	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
+	s.hasher = auth.Hasher{N: auth.CheapScryptN}
+	if cfg.ReferencePasswordCost {
+		s.hasher.N = auth.ReferenceScryptN
+	}
 	ctx := context.Background()
 
 	s.dataDir = cfg.DataDir
@@ -135,6 +156,14 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorstore.Opener(filepath.Join(s.dataDir, "actors"), opts))
 	s.settings = s.accounts.DB().Settings()
+
+	// The JWT secret lives in the account database so sessions survive a
+	// restart on a kept data dir.
+	secret, err := s.accounts.Secret(ctx, "jwt_secret", account.RandomSecret(32))
+	if err != nil {
+		return err
+	}
+	s.tokens = auth.NewTokens(secret, s.ServiceDID(), s.clock)
 	return nil
 }
 
@@ -164,6 +193,9 @@ func (c *Config) fill() error {
 	}
 	if c.ActorStoreCache == 0 {
 		c.ActorStoreCache = 256
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -265,6 +297,7 @@ func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	x := xrpc.NewMux(s.log)
 	s.registerServer(x)
+	s.registerSession(x)
 	mux.Handle("/xrpc/", x)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)

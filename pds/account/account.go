@@ -88,6 +88,14 @@ var Migrations = []string{
 		used_at  TEXT NOT NULL,
 		PRIMARY KEY (code, used_by)
 	) WITHOUT ROWID;
+	CREATE TABLE signing_key (
+		did TEXT PRIMARY KEY REFERENCES actor (did) ON DELETE CASCADE,
+		key BLOB NOT NULL
+	) WITHOUT ROWID;
+	CREATE TABLE server_secret (
+		name  TEXT PRIMARY KEY,
+		value BLOB NOT NULL
+	) WITHOUT ROWID;
 	CREATE TABLE email_token (
 		purpose      TEXT NOT NULL,
 		did          TEXT NOT NULL REFERENCES actor (did) ON DELETE CASCADE,

@@ -16,6 +16,7 @@ const File = "sequencer.sqlite"
 // Sequencer owns the event log.
 type Sequencer struct {
 	db *store.DB
+	n  notifier
 }
 
 // Open opens the sequencer database in dir.

@@ -1,0 +1,118 @@
+package account
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Errors of invite codes.
+var (
+	ErrInviteUnavailable = errors.New("account: invite code not available")
+)
+
+// InviteCode is a code with its uses.
+type InviteCode struct {
+	Code       string
+	Available  int
+	Disabled   bool
+	ForAccount string
+	CreatedBy  string
+	CreatedAt  string
+	Uses       []InviteUse
+}
+
+// InviteUse is one account created with a code.
+type InviteUse struct {
+	UsedBy string
+	UsedAt string
+}
+
+// NewInviteCode is a code in the reference's format: the service hostname
+// with dots as dashes, then xxxxx-xxxxx.
+func NewInviteCode(hostname string) string {
+	return strings.ReplaceAll(hostname, ".", "-") + "-" + RandomToken()
+}
+
+// CreateInviteCodes stores codes, each good for useCount accounts.
+func (m *Manager) CreateInviteCodes(ctx context.Context, codes []string, useCount int, forAccount, createdBy string, now time.Time) error {
+	return m.db.Write(ctx, func(tx *sql.Tx) error {
+		for _, c := range codes {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO invite_code (code, available, for_account, created_by, created_at) VALUES (?, ?, ?, ?, ?)`,
+				c, useCount, forAccount, createdBy, FormatTime(now)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// InviteAvailable reports whether code exists, is enabled, has uses left
+// and its owner's invites are not disabled.
+func (m *Manager) InviteAvailable(ctx context.Context, code string) error {
+	return inviteAvailable(ctx, m.db.Reader(), code)
+}
+
+func inviteAvailable(ctx context.Context, q interface {
+	QueryRowContext(context.Context, string, ...any) *sql.Row
+}, code string) error {
+	var available, disabled, used int
+	err := q.QueryRowContext(ctx, `SELECT i.available, i.disabled,
+		(SELECT count(*) FROM invite_code_use u WHERE u.code = i.code)
+		FROM invite_code i WHERE i.code = ?`, code).Scan(&available, &disabled, &used)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && (disabled != 0 || used >= available) {
+		return ErrInviteUnavailable
+	}
+	return err
+}
+
+// useInvite records that did used code, checking it again inside the
+// account's creation transaction so two sign-ups cannot share the last use.
+func useInvite(ctx context.Context, tx *sql.Tx, code, did, now string) error {
+	if err := inviteAvailable(ctx, tx, code); err != nil {
+		return err
+	}
+	_, err := tx.ExecContext(ctx, `INSERT INTO invite_code_use (code, used_by, used_at) VALUES (?, ?, ?)`, code, did, now)
+	return err
+}
+
+// InviteCodes lists the codes made for did, with their uses.
+func (m *Manager) InviteCodes(ctx context.Context, did string) ([]InviteCode, error) {
+	rows, err := m.db.Reader().QueryContext(ctx, `SELECT code, available, disabled, for_account, created_by, created_at
+		FROM invite_code WHERE for_account = ? ORDER BY created_at, code`, did)
+	if err != nil {
+		return nil, err
+	}
+	var codes []InviteCode
+	for rows.Next() {
+		var c InviteCode
+		if err := rows.Scan(&c.Code, &c.Available, &c.Disabled, &c.ForAccount, &c.CreatedBy, &c.CreatedAt); err != nil {
+			rows.Close()
+			return nil, err
+		}
+		codes = append(codes, c)
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, err
+	}
+	for i := range codes {
+		urows, err := m.db.Reader().QueryContext(ctx, `SELECT used_by, used_at FROM invite_code_use WHERE code = ? ORDER BY used_at`, codes[i].Code)
+		if err != nil {
+			return nil, err
+		}
+		codes[i].Uses = []InviteUse{}
+		for urows.Next() {
+			var u InviteUse
+			if err := urows.Scan(&u.UsedBy, &u.UsedAt); err != nil {
+				urows.Close()
+				return nil, err
+			}
+			codes[i].Uses = append(codes[i].Uses, u)
+		}
+		urows.Close()
+	}
+	return codes, nil
+}

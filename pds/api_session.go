@@ -1,0 +1,265 @@
+package pds
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+// loginPadding is the least time the reference spends on a login.
+const loginPadding = 350 * time.Millisecond
+
+func (s *Server) registerSession(x *xrpc.Mux) {
+	x.Handle(xrpc.Procedure, "com.atproto.server.createSession", s.createSession)
+	x.Handle(xrpc.Query, "com.atproto.server.getSession", s.getSession)
+	x.Handle(xrpc.Procedure, "com.atproto.server.refreshSession", s.refreshSession)
+	x.Handle(xrpc.Procedure, "com.atproto.server.deleteSession", s.deleteSession)
+}
+
+// session is a freshly minted pair of tokens.
+type session struct {
+	access, refresh string
+}
+
+// newSession mints an access and a refresh token for did and stores the
+// refresh token. appPass names the app password logged in with, if any;
+// takendown gives the token the takendown scope (allowTakendown logins).
+func (s *Server) newSession(ctx context.Context, did string, appPass *account.AppPass, takendown bool) (session, error) {
+	scope := auth.ScopeAccess
+	switch {
+	case takendown:
+		scope = auth.ScopeTakendown
+	case appPass != nil && appPass.Privileged:
+		scope = auth.ScopeAppPassPrivileged
+	case appPass != nil:
+		scope = auth.ScopeAppPass
+	}
+	return s.mintSession(ctx, did, scope, auth.NewRefreshID(), appPass)
+}
+
+func (s *Server) mintSession(ctx context.Context, did string, scope auth.Scope, jti string, appPass *account.AppPass) (session, error) {
+	acc, err := s.tokens.Access(did, scope)
+	if err != nil {
+		return session{}, err
+	}
+	ref, exp, err := s.tokens.Refresh(did, jti)
+	if err != nil {
+		return session{}, err
+	}
+	if err := s.accounts.StoreRefresh(ctx, account.RefreshToken{ID: jti, DID: did, ExpiresAt: exp, AppPass: appPass}); err != nil {
+		return session{}, err
+	}
+	return session{access: acc, refresh: ref}, nil
+}
+
+// accountStatus is the (active, status) pair of session outputs.
+func accountStatus(a *account.Account) (*bool, *string) {
+	active := a.Active()
+	if active {
+		return &active, nil
+	}
+	st := string(a.Status())
+	return &active, &st
+}
+
+func handleOrInvalid(a *account.Account) string {
+	if a.Handle == "" {
+		return "handle.invalid"
+	}
+	return a.Handle
+}
+
+type createSessionInput struct {
+	Identifier      string `json:"identifier"`
+	Password        string `json:"password"`
+	AuthFactorToken string `json:"authFactorToken"`
+	AllowTakendown  bool   `json:"allowTakendown"`
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+	var in createSessionInput
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Identifier == "" {
+		return xrpc.InvalidRequest("", `Input must have the property "identifier"`)
+	}
+	if in.Password == "" {
+		return xrpc.InvalidRequest("", `Input must have the property "password"`)
+	}
+	if len(in.Password) > auth.OldPasswordMaxLength {
+		return xrpc.AuthRequired("", "Password too long. Consider resetting your password.")
+	}
+	if s.cfg.PadLogins {
+		// Padded from the start, as the reference: success and failure
+		// take the same time.
+		defer padUntil(time.Now().Add(loginPadding))
+	}
+	acc, appPass, err := s.login(r.Context(), in.Identifier, in.Password)
+	if err != nil {
+		return err
+	}
+	takendown := acc.TakedownRef != ""
+	if takendown && !in.AllowTakendown {
+		return xrpc.AuthRequired("AccountTakedown", "Account has been taken down")
+	}
+	sess, err := s.newSession(r.Context(), acc.DID, appPass, takendown)
+	if err != nil {
+		return err
+	}
+	active, status := accountStatus(acc)
+	confirmed := acc.EmailConfirmedAt != ""
+	out := comatproto.ServerCreateSession_Output{
+		AccessJwt:      sess.access,
+		RefreshJwt:     sess.refresh,
+		Did:            acc.DID,
+		DidDoc:         s.didDocForSession(r.Context(), acc.DID),
+		Handle:         handleOrInvalid(acc),
+		Email:          &acc.Email,
+		EmailConfirmed: &confirmed,
+		Active:         active,
+		Status:         status,
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func padUntil(t time.Time) { time.Sleep(time.Until(t)) }
+
+var errBadLogin = xrpc.AuthRequired("", "Invalid identifier or password")
+
+// login checks an identifier (handle, email or DID) and a password or app
+// password, as the reference's account manager does.
+func (s *Server) login(ctx context.Context, identifier, password string) (*account.Account, *account.AppPass, error) {
+	acc, err := s.accounts.ByIdentifier(ctx, strings.ToLower(identifier))
+	if errors.Is(err, account.ErrNotFound) {
+		return nil, nil, errBadLogin
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	ok, err := auth.Verify(password, acc.PasswordScrypt)
+	if err != nil {
+		return nil, nil, err
+	}
+	if ok {
+		return acc, nil, nil
+	}
+	// Taken-down accounts cannot log in with an app password.
+	if acc.TakedownRef != "" {
+		return nil, nil, errBadLogin
+	}
+	h, err := s.hasher.HashAppPassword(acc.DID, password)
+	if err != nil {
+		return nil, nil, err
+	}
+	ap, err := s.accounts.FindAppPassword(ctx, acc.DID, h)
+	if errors.Is(err, account.ErrNotFound) {
+		return nil, nil, errBadLogin
+	}
+	if err != nil {
+		return nil, nil, err
+	}
+	return acc, ap, nil
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
+	if err != nil {
+		return err
+	}
+	acc, err := s.accounts.ByDID(r.Context(), c.DID)
+	if errors.Is(err, account.ErrNotFound) {
+		return xrpc.InvalidRequest("", "Could not find user info for account: %s", c.DID)
+	}
+	if err != nil {
+		return err
+	}
+	active, status := accountStatus(acc)
+	out := comatproto.ServerGetSession_Output{
+		Did:    acc.DID,
+		DidDoc: s.didDocForSession(r.Context(), acc.DID),
+		Handle: handleOrInvalid(acc),
+		Active: active,
+		Status: status,
+	}
+	// An ordinary app password does not see the account's email.
+	if c.Scope != auth.ScopeAppPass {
+		confirmed := acc.EmailConfirmedAt != ""
+		out.Email, out.EmailConfirmed = &acc.Email, &confirmed
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, check{})
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	acc, err := s.accounts.ByDID(ctx, c.DID)
+	if errors.Is(err, account.ErrNotFound) {
+		return xrpc.InvalidRequest("", "Could not find user info for account: %s", c.DID)
+	}
+	if err != nil {
+		return err
+	}
+	if acc.TakedownRef != "" {
+		return xrpc.AuthRequired("AccountTakedown", "Account has been taken down")
+	}
+	tok, next, err := s.accounts.Rotate(ctx, c.TokenID, auth.NewRefreshID(), s.clock.Now(), auth.RefreshGrace)
+	if errors.Is(err, account.ErrTokenRevoked) {
+		return xrpc.InvalidRequest("ExpiredToken", "Token has been revoked")
+	}
+	if err != nil {
+		return err
+	}
+	scope := auth.ScopeAccess
+	if tok.AppPass != nil {
+		scope = auth.ScopeAppPass
+		if tok.AppPass.Privileged {
+			scope = auth.ScopeAppPassPrivileged
+		}
+	}
+	sess, err := s.mintSession(ctx, acc.DID, scope, next, tok.AppPass)
+	if err != nil {
+		return err
+	}
+	active, status := accountStatus(acc)
+	out := comatproto.ServerRefreshSession_Output{
+		AccessJwt:  sess.access,
+		RefreshJwt: sess.refresh,
+		Did:        acc.DID,
+		DidDoc:     s.didDocForSession(ctx, acc.DID),
+		Handle:     handleOrInvalid(acc),
+		Active:     active,
+		Status:     status,
+	}
+	if tok.AppPass == nil || tok.AppPass.Privileged {
+		confirmed := acc.EmailConfirmedAt != ""
+		out.Email, out.EmailConfirmed = &acc.Email, &confirmed
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, check{})
+	if err != nil {
+		return err
+	}
+	if _, err := s.accounts.Revoke(r.Context(), c.TokenID); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}

@@ -1,0 +1,212 @@
+package sequencer
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"fmt"
+	"sync"
+	"time"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/atdata"
+	cbg "github.com/whyrusleeping/cbor-gen"
+)
+
+// Event types as stored (the reference's names; "append" is a #commit).
+const (
+	TypeCommit   = "append"
+	TypeSync     = "sync"
+	TypeIdentity = "identity"
+	TypeAccount  = "account"
+)
+
+// frameType is the "t" of a stored event's frame header.
+var frameType = map[string]string{
+	TypeCommit:   "#commit",
+	TypeSync:     "#sync",
+	TypeIdentity: "#identity",
+	TypeAccount:  "#account",
+}
+
+// headers are the CBOR frame headers ({op: 1, t: ...}), encoded once.
+var headers = func() map[string][]byte {
+	m := map[string][]byte{}
+	for typ, t := range frameType {
+		b, err := atdata.MarshalCBOR(map[string]any{"op": int64(1), "t": t})
+		if err != nil {
+			panic(err)
+		}
+		m[typ] = b
+	}
+	return m
+}()
+
+// Event is one firehose message to sequence: Body is one of the indigo
+// types *SyncSubscribeRepos_Commit, _Sync, _Identity or _Account, with Seq
+// and Time left for Append to fill.
+type Event struct {
+	DID  string
+	Body cbg.CBORMarshaler
+}
+
+// Identity, Account, Commit and Sync build Events.
+func Identity(did string, handle string) Event {
+	e := &comatproto.SyncSubscribeRepos_Identity{Did: did}
+	if handle != "" {
+		e.Handle = &handle
+	}
+	return Event{DID: did, Body: e}
+}
+
+// Account is an #account event; status is "" when the account is active.
+func Account(did string, status string) Event {
+	e := &comatproto.SyncSubscribeRepos_Account{Did: did, Active: status == ""}
+	if status != "" {
+		e.Status = &status
+	}
+	return Event{DID: did, Body: e}
+}
+
+// Commit wraps a #commit body (Repo set by the caller).
+func Commit(c *comatproto.SyncSubscribeRepos_Commit) Event { return Event{DID: c.Repo, Body: c} }
+
+// Sync wraps a #sync body.
+func Sync(s *comatproto.SyncSubscribeRepos_Sync) Event { return Event{DID: s.Did, Body: s} }
+
+// stamp sets the seq and time of e's body and returns its stored type.
+func stamp(e Event, seq int64, t string) (string, error) {
+	switch b := e.Body.(type) {
+	case *comatproto.SyncSubscribeRepos_Commit:
+		b.Seq, b.Time = seq, t
+		return TypeCommit, nil
+	case *comatproto.SyncSubscribeRepos_Sync:
+		b.Seq, b.Time = seq, t
+		return TypeSync, nil
+	case *comatproto.SyncSubscribeRepos_Identity:
+		b.Seq, b.Time = seq, t
+		return TypeIdentity, nil
+	case *comatproto.SyncSubscribeRepos_Account:
+		b.Seq, b.Time = seq, t
+		return TypeAccount, nil
+	}
+	return "", fmt.Errorf("sequencer: unknown event body %T", e.Body)
+}
+
+// Stored is a sequenced event: Frame is the whole WebSocket message
+// (header and body), ready to send.
+type Stored struct {
+	Seq   int64
+	DID   string
+	Type  string
+	Time  time.Time
+	Frame []byte
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z"
+
+// Append sequences events in one transaction, in order, and wakes the
+// subscribers once it has committed. The frames are stored whole, seq and
+// time included, so the firehose sends bytes without re-encoding them.
+func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) ([]Stored, error) {
+	t := now.UTC().Format(timeFormat)
+	out := make([]Stored, 0, len(events))
+	err := s.db.Write(ctx, func(tx *sql.Tx) error {
+		out = out[:0]
+		// The single writer makes "last seq + 1" the seq the insert
+		// below will get; AUTOINCREMENT never hands out a seq twice.
+		var last int64
+		if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'repo_seq'), 0)`).Scan(&last); err != nil {
+			return err
+		}
+		var buf bytes.Buffer
+		for i, e := range events {
+			seq := last + int64(i) + 1
+			typ, err := stamp(e, seq, t)
+			if err != nil {
+				return err
+			}
+			buf.Reset()
+			buf.Write(headers[typ])
+			if err := e.Body.MarshalCBOR(&buf); err != nil {
+				return fmt.Errorf("sequencer: encode %s: %w", typ, err)
+			}
+			frame := bytes.Clone(buf.Bytes())
+			if _, err := tx.ExecContext(ctx, `INSERT INTO repo_seq (seq, did, event_type, event, sequenced_at) VALUES (?, ?, ?, ?, ?)`,
+				seq, e.DID, typ, frame, t); err != nil {
+				return err
+			}
+			out = append(out, Stored{Seq: seq, DID: e.DID, Type: typ, Time: now, Frame: frame})
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	s.wake()
+	return out, nil
+}
+
+// DeleteAccountEvents removes every event of did, as the reference does
+// when an account is deleted (before it sequences the #account deleted).
+func (s *Sequencer) DeleteAccountEvents(ctx context.Context, did string) error {
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM repo_seq WHERE did = ?`, did)
+		return err
+	})
+}
+
+// Head is the newest seq, 0 when there is none.
+func (s *Sequencer) Head(ctx context.Context) (int64, error) {
+	var seq int64
+	err := s.db.Reader().QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM repo_seq`).Scan(&seq)
+	return seq, err
+}
+
+// After returns up to limit events with seq > after, oldest first.
+func (s *Sequencer) After(ctx context.Context, after int64, limit int) ([]Stored, error) {
+	rows, err := s.db.Reader().QueryContext(ctx, `SELECT seq, did, event_type, event, sequenced_at FROM repo_seq
+		WHERE seq > ? AND invalidated = 0 ORDER BY seq LIMIT ?`, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []Stored
+	for rows.Next() {
+		var e Stored
+		var t string
+		if err := rows.Scan(&e.Seq, &e.DID, &e.Type, &e.Frame, &t); err != nil {
+			return nil, err
+		}
+		e.Time, _ = time.Parse(timeFormat, t)
+		out = append(out, e)
+	}
+	return out, rows.Err()
+}
+
+// notifier wakes waiters after each Append.
+type notifier struct {
+	mu sync.Mutex
+	ch chan struct{}
+}
+
+func (s *Sequencer) wake() {
+	s.n.mu.Lock()
+	if s.n.ch != nil {
+		close(s.n.ch)
+		s.n.ch = nil
+	}
+	s.n.mu.Unlock()
+}
+
+// Changed returns a channel closed at the next Append's commit. Take it,
+// read what is there, then wait on it: nothing appended in between is
+// missed.
+func (s *Sequencer) Changed() <-chan struct{} {
+	s.n.mu.Lock()
+	defer s.n.mu.Unlock()
+	if s.n.ch == nil {
+		s.n.ch = make(chan struct{})
+	}
+	return s.n.ch
+}
