@@ -25,6 +25,7 @@ import (
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -95,6 +96,8 @@ type Server struct {
 	clock  clock.Clock
 	tokens *auth.Tokens
 	hasher auth.Hasher
+	keys   keyCache
+	outbox mail.Outbox
 
 	handler http.Handler
 
@@ -298,6 +301,7 @@ func (s *Server) routes() http.Handler {
 	x := xrpc.NewMux(s.log)
 	s.registerServer(x)
 	s.registerSession(x)
+	s.registerAppPasswords(x)
 	mux.Handle("/xrpc/", x)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)

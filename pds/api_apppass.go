@@ -1,0 +1,94 @@
+package pds
+
+import (
+	"errors"
+	"net/http"
+	"strings"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+func (s *Server) registerAppPasswords(x *xrpc.Mux) {
+	x.Handle(xrpc.Procedure, "com.atproto.server.createAppPassword", s.createAppPassword)
+	x.Handle(xrpc.Query, "com.atproto.server.listAppPasswords", s.listAppPasswords)
+	x.Handle(xrpc.Procedure, "com.atproto.server.revokeAppPassword", s.revokeAppPassword)
+}
+
+func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request) error {
+	// Only a full password session may make app passwords.
+	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Name       string `json:"name"`
+		Privileged bool   `json:"privileged"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	name := strings.TrimSpace(in.Name)
+	if name == "" {
+		return xrpc.InvalidRequest("", `Input must have the property "name"`)
+	}
+	secret := account.NewAppPasswordSecret()
+	hash, err := s.hasher.HashAppPassword(c.DID, secret)
+	if err != nil {
+		return err
+	}
+	ap, err := s.accounts.CreateAppPassword(r.Context(), c.DID, name, hash, in.Privileged, s.clock.Now())
+	if errors.Is(err, account.ErrAppPassTaken) {
+		return xrpc.InvalidRequest("", "could not create app-specific password")
+	}
+	if err != nil {
+		return err
+	}
+	priv := ap.Privileged
+	xrpc.WriteJSON(w, http.StatusOK, comatproto.ServerCreateAppPassword_AppPassword{
+		Name: ap.Name, Password: secret, CreatedAt: ap.CreatedAt, Privileged: &priv,
+	})
+	return nil
+}
+
+func (s *Server) listAppPasswords(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	list, err := s.accounts.ListAppPasswords(r.Context(), c.DID)
+	if err != nil {
+		return err
+	}
+	out := comatproto.ServerListAppPasswords_Output{Passwords: []*comatproto.ServerListAppPasswords_AppPassword{}}
+	for _, ap := range list {
+		priv := ap.Privileged
+		out.Passwords = append(out.Passwords, &comatproto.ServerListAppPasswords_AppPassword{Name: ap.Name, CreatedAt: ap.CreatedAt, Privileged: &priv})
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) revokeAppPassword(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Name string `json:"name"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Name == "" {
+		return xrpc.InvalidRequest("", `Input must have the property "name"`)
+	}
+	if err := s.accounts.RevokeAppPassword(r.Context(), c.DID, in.Name); err != nil {
+		return err
+	}
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
