@@ -163,6 +163,15 @@ func (s *Sequencer) Head(ctx context.Context) (int64, error) {
 	return seq, err
 }
 
+// LastBefore is the newest seq sequenced before t (0 when none): replay
+// from a cursor older than the retention window starts after it.
+func (s *Sequencer) LastBefore(ctx context.Context, t time.Time) (int64, error) {
+	var seq int64
+	err := s.db.Reader().QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM repo_seq WHERE sequenced_at < ?`,
+		t.UTC().Format(timeFormat)).Scan(&seq)
+	return seq, err
+}
+
 // After returns up to limit events with seq > after, oldest first.
 func (s *Sequencer) After(ctx context.Context, after int64, limit int) ([]Stored, error) {
 	rows, err := s.db.Reader().QueryContext(ctx, `SELECT seq, did, event_type, event, sequenced_at FROM repo_seq

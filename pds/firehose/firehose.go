@@ -1,0 +1,204 @@
+// Package firehose serves com.atproto.sync.subscribeRepos: the sequencer's
+// events as WebSocket frames, replayed from a cursor and then live.
+//
+// Each subscriber reads events from the sequencer database after the last
+// seq it sent, woken by the sequencer the moment an append commits (the
+// reference polls with backoff; here a frame leaves within a wake-up of its
+// commit). Reading from the database rather than from a shared in-memory
+// queue makes replay and live one code path with no gap and no duplicate.
+// A subscriber whose backlog grows past its bound while live is cut off
+// with ConsumerTooSlow, so a stalled consumer costs nothing but its socket.
+package firehose
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atdata"
+	"github.com/gorilla/websocket"
+
+	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/sequencer"
+)
+
+// Options tune the firehose; zero values take the defaults.
+type Options struct {
+	// Retention is how far back a cursor may replay before the stream
+	// starts with #info OutdatedCursor; the reference's default is a day.
+	Retention time.Duration
+	// MaxBacklog is how many events a live subscriber may fall behind the
+	// head before it is cut off with ConsumerTooSlow (the reference's
+	// buffer: 500).
+	MaxBacklog int64
+	// WriteTimeout bounds one frame's write; a consumer that does not read
+	// for this long is cut off.
+	WriteTimeout time.Duration
+	Clock        clock.Clock
+	Logger       *slog.Logger
+}
+
+// Handler serves subscribeRepos from seq.
+type Handler struct {
+	seq  *sequencer.Sequencer
+	opts Options
+	up   websocket.Upgrader
+}
+
+// New returns the subscribeRepos handler.
+func New(seq *sequencer.Sequencer, opts Options) *Handler {
+	if opts.Retention == 0 {
+		opts.Retention = 24 * time.Hour
+	}
+	if opts.MaxBacklog == 0 {
+		opts.MaxBacklog = 500
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Handler{seq: seq, opts: opts, up: websocket.Upgrader{
+		// Any origin: this is a test server, and relays are not browsers.
+		CheckOrigin: func(*http.Request) bool { return true },
+	}}
+}
+
+const pageSize = 500
+
+// ErrorFrame is an error message frame: header {op: -1}, body {error, message}.
+func ErrorFrame(name, message string) []byte {
+	h, _ := atdata.MarshalCBOR(map[string]any{"op": int64(-1)})
+	b, _ := atdata.MarshalCBOR(map[string]any{"error": name, "message": message})
+	return append(h, b...)
+}
+
+// InfoFrame is an #info message frame.
+func InfoFrame(name, message string) []byte {
+	h, _ := atdata.MarshalCBOR(map[string]any{"op": int64(1), "t": "#info"})
+	b, _ := atdata.MarshalCBOR(map[string]any{"name": name, "message": message})
+	return append(h, b...)
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Fix the starting point before the upgrade answers: once the client's
+	// dial returns, every later append reaches it. The wake-up channel is
+	// taken before the head is read, so an append in between is not missed.
+	changed := h.seq.Changed()
+	head, err := h.seq.Head(r.Context())
+	if err != nil {
+		http.Error(w, "sequencer unavailable", http.StatusInternalServerError)
+		return
+	}
+	conn, err := h.up.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	// The client sends nothing but control frames; reading them keeps
+	// pongs and its close flowing, and tells us when it has gone.
+	go func() {
+		defer cancel()
+		for {
+			if _, _, err := conn.NextReader(); err != nil {
+				return
+			}
+		}
+	}()
+	if err := h.stream(ctx, conn, r.URL.Query().Get("cursor"), head, changed); err != nil {
+		var se *streamError
+		if errors.As(err, &se) {
+			h.fail(conn, se.name, se.message)
+			return
+		}
+		if ctx.Err() == nil {
+			h.opts.Logger.Debug("firehose subscriber ended", "err", err)
+		}
+		return
+	}
+}
+
+type streamError struct{ name, message string }
+
+func (e *streamError) Error() string { return e.name + ": " + e.message }
+
+// fail sends an error frame and closes with 1008 (policy violation), as
+// the reference's stream server does.
+func (h *Handler) fail(conn *websocket.Conn, name, message string) {
+	deadline := time.Now().Add(time.Second)
+	_ = conn.SetWriteDeadline(deadline)
+	_ = conn.WriteMessage(websocket.BinaryMessage, ErrorFrame(name, message))
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, name), deadline)
+}
+
+func (h *Handler) stream(ctx context.Context, conn *websocket.Conn, cursorParam string, head int64, changed <-chan struct{}) error {
+	last := head // no cursor: live from now
+	if cursorParam != "" {
+		cursor, err := strconv.ParseInt(cursorParam, 10, 64)
+		if err != nil || cursor < 0 {
+			return &streamError{"InvalidRequest", "cursor must be a non-negative integer"}
+		}
+		if cursor > head {
+			return &streamError{"FutureCursor", "Cursor in the future."}
+		}
+		last = cursor
+		cutoff := h.opts.Clock.Now().Add(-h.opts.Retention)
+		next, err := h.seq.After(ctx, cursor, 1)
+		if err != nil {
+			return err
+		}
+		if len(next) == 1 && next[0].Time.Before(cutoff) {
+			if err := h.write(conn, InfoFrame("OutdatedCursor", "Requested cursor exceeded limit. Possibly missing events")); err != nil {
+				return err
+			}
+			if last, err = h.seq.LastBefore(ctx, cutoff); err != nil {
+				return err
+			}
+		}
+	}
+	caughtUp := cursorParam == ""
+	for {
+		events, err := h.seq.After(ctx, last, pageSize)
+		if err != nil {
+			return err
+		}
+		if len(events) > 0 && caughtUp {
+			// Live: how far behind the head is this subscriber?
+			if head, err := h.seq.Head(ctx); err == nil && head-last > h.opts.MaxBacklog {
+				return &streamError{"ConsumerTooSlow", "Stream consumer too slow"}
+			}
+		}
+		for _, e := range events {
+			if err := h.write(conn, e.Frame); err != nil {
+				return err
+			}
+			last = e.Seq
+		}
+		if len(events) == pageSize {
+			continue // more to replay
+		}
+		caughtUp = true
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+			changed = h.seq.Changed()
+		}
+	}
+}
+
+func (h *Handler) write(conn *websocket.Conn, frame []byte) error {
+	if err := conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil {
+		return err
+	}
+	return conn.WriteMessage(websocket.BinaryMessage, frame)
+}
