@@ -1,9 +1,7 @@
 package pds
 
 import (
-	"errors"
 	"net/http"
-	"strings"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 
@@ -25,25 +23,25 @@ func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	var in struct {
-		Name       string `json:"name"`
-		Privileged bool   `json:"privileged"`
+		Name       *string `json:"name"`
+		Privileged bool    `json:"privileged"`
 	}
 	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
 		return err
 	}
-	name := strings.TrimSpace(in.Name)
-	if name == "" {
-		return xrpc.InvalidRequest("", `Input must have the property "name"`)
+	if in.Name == nil {
+		return xrpc.MissingInput("name")
 	}
+	// Names are taken as sent, unchecked, as the reference does.
+	name := *in.Name
 	secret := account.NewAppPasswordSecret()
 	hash, err := s.hasher.HashAppPassword(c.DID, secret)
 	if err != nil {
 		return err
 	}
+	// A name in use is a 500, as in the reference (whose insert fails on
+	// the primary key); see docs/known-differences.md.
 	ap, err := s.accounts.CreateAppPassword(r.Context(), c.DID, name, hash, in.Privileged, s.clock.Now())
-	if errors.Is(err, account.ErrAppPassTaken) {
-		return xrpc.InvalidRequest("", "could not create app-specific password")
-	}
 	if err != nil {
 		return err
 	}
@@ -78,15 +76,15 @@ func (s *Server) revokeAppPassword(w http.ResponseWriter, r *http.Request) error
 		return err
 	}
 	var in struct {
-		Name string `json:"name"`
+		Name *string `json:"name"`
 	}
 	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
 		return err
 	}
-	if in.Name == "" {
-		return xrpc.InvalidRequest("", `Input must have the property "name"`)
+	if in.Name == nil {
+		return xrpc.MissingInput("name")
 	}
-	if err := s.accounts.RevokeAppPassword(r.Context(), c.DID, in.Name); err != nil {
+	if err := s.accounts.RevokeAppPassword(r.Context(), c.DID, *in.Name); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusOK)

@@ -54,65 +54,85 @@ func (s *Server) describeServer(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// privilegedLXM reports whether a service auth token for lxm needs a
-// privileged session: chat methods and createAccount, as the reference.
-func privilegedLXM(lxm string) bool {
-	return strings.HasPrefix(lxm, "chat.bsky.") || lxm == "com.atproto.server.createAccount"
+// privilegedLXM are the methods a service auth token needs a privileged
+// session for: createAccount and the chat methods that read or change
+// messages. Keys are lower case: the reference compares without case.
+var privilegedLXM = lowerSet(
+	"com.atproto.server.createAccount",
+	"chat.bsky.actor.deleteAccount", "chat.bsky.actor.exportAccountData",
+	"chat.bsky.convo.deleteMessageForSelf", "chat.bsky.convo.getConvo", "chat.bsky.convo.getConvoForMembers",
+	"chat.bsky.convo.getLog", "chat.bsky.convo.getMessages", "chat.bsky.convo.leaveConvo",
+	"chat.bsky.convo.listConvos", "chat.bsky.convo.muteConvo", "chat.bsky.convo.sendMessage",
+	"chat.bsky.convo.sendMessageBatch", "chat.bsky.convo.unmuteConvo", "chat.bsky.convo.updateRead",
+)
+
+func lowerSet(names ...string) map[string]bool {
+	m := make(map[string]bool, len(names))
+	for _, n := range names {
+		m[strings.ToLower(n)] = true
+	}
+	return m
 }
 
 // protectedLXM are the account-management methods no service auth token
 // may be minted for: they must be called directly.
-var protectedLXM = map[string]bool{
-	"com.atproto.admin.sendEmail":                      true,
-	"com.atproto.identity.requestPlcOperationSignature": true,
-	"com.atproto.identity.signPlcOperation":             true,
-	"com.atproto.identity.updateHandle":                 true,
-	"com.atproto.server.activateAccount":                true,
-	"com.atproto.server.confirmEmail":                   true,
-	"com.atproto.server.createAppPassword":              true,
-	"com.atproto.server.deactivateAccount":              true,
-	"com.atproto.server.getAccountInviteCodes":          true,
-	"com.atproto.server.getSession":                     true,
-	"com.atproto.server.listAppPasswords":               true,
-	"com.atproto.server.requestAccountDelete":           true,
-	"com.atproto.server.requestEmailConfirmation":       true,
-	"com.atproto.server.requestEmailUpdate":             true,
-	"com.atproto.server.revokeAppPassword":              true,
-	"com.atproto.server.updateEmail":                    true,
-}
+var protectedLXM = lowerSet(
+	"com.atproto.admin.sendEmail",
+	"com.atproto.identity.requestPlcOperationSignature",
+	"com.atproto.identity.signPlcOperation",
+	"com.atproto.identity.updateHandle",
+	"com.atproto.server.activateAccount",
+	"com.atproto.server.confirmEmail",
+	"com.atproto.server.createAppPassword",
+	"com.atproto.server.deactivateAccount",
+	"com.atproto.server.getAccountInviteCodes",
+	"com.atproto.server.getSession",
+	"com.atproto.server.listAppPasswords",
+	"com.atproto.server.requestAccountDelete",
+	"com.atproto.server.requestEmailConfirmation",
+	"com.atproto.server.requestEmailUpdate",
+	"com.atproto.server.revokeAppPassword",
+	"com.atproto.server.updateEmail",
+)
+
+const nsidGetServiceAuth = "com.atproto.server.getServiceAuth"
 
 func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request) error {
+	// Parameters are checked before auth, as the reference's pipeline does.
+	q := r.URL.Query()
+	aud, lxm := q.Get("aud"), q.Get("lxm")
+	if aud == "" {
+		return xrpc.MissingParam(nsidGetServiceAuth, "aud")
+	}
+	if lxm != "" {
+		if _, err := syntax.ParseNSID(lxm); err != nil {
+			return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsidGetServiceAuth, lxm)
+		}
+	}
+	var expSec int64
+	if v := q.Get("exp"); v != "" {
+		var err error
+		if expSec, err = strconv.ParseInt(v, 10, 64); err != nil {
+			return xrpc.InvalidRequest("", "Invalid %s params: Expected integer value type (got %q)", nsidGetServiceAuth, v)
+		}
+	}
 	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	aud, lxm := q.Get("aud"), q.Get("lxm")
-	if aud == "" {
-		return xrpc.InvalidRequest("", `Params must have the property "aud"`)
-	}
 	if !validServiceAudience(aud) {
 		return xrpc.InvalidRequest("", "aud must be a valid atproto DID or did#serviceId reference")
-	}
-	if lxm != "" {
-		if _, err := syntax.ParseNSID(lxm); err != nil {
-			return xrpc.InvalidRequest("", "lxm must be a valid nsid")
-		}
 	}
 	if c.Scope == auth.ScopeTakendown && lxm != "com.atproto.server.createAccount" {
 		return xrpc.InvalidRequest("InvalidToken", "Bad token scope")
 	}
-	if lxm != "" && privilegedLXM(lxm) && c.Scope != auth.ScopeAccess && c.Scope != auth.ScopeAppPassPrivileged {
+	if privilegedLXM[strings.ToLower(lxm)] && c.Scope != auth.ScopeAccess && c.Scope != auth.ScopeAppPassPrivileged {
 		return xrpc.InvalidRequest("", "insufficient access to request a service auth token for the following method: %s", lxm)
 	}
 	now := s.clock.Now()
 	exp := now.Add(time.Minute)
-	if v := q.Get("exp"); v != "" {
-		sec, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return xrpc.InvalidRequest("", "exp must be an integer")
-		}
-		exp = time.Unix(sec, 0)
+	if expSec != 0 { // 0 counts as absent, as in the reference
+		exp = time.Unix(expSec, 0)
 		diff := exp.Sub(now)
 		switch {
 		case diff < 0:
@@ -123,7 +143,7 @@ func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request) error {
 			return xrpc.InvalidRequest("BadExpiration", "cannot request a method-less token with an expiration more than a minute in the future")
 		}
 	}
-	if protectedLXM[lxm] {
+	if protectedLXM[strings.ToLower(lxm)] {
 		return xrpc.InvalidRequest("", "cannot request a service auth token for the following protected method: %s", lxm)
 	}
 	key, err := s.signingKey(r.Context(), c.DID)

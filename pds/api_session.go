@@ -8,6 +8,7 @@ import (
 	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/auth"
@@ -42,10 +43,12 @@ func (s *Server) newSession(ctx context.Context, did string, appPass *account.Ap
 	case appPass != nil:
 		scope = auth.ScopeAppPass
 	}
-	return s.mintSession(ctx, did, scope, auth.NewRefreshID(), appPass)
+	// A takendown session's refresh token is never stored, so it cannot
+	// be refreshed: it lives as long as its access token.
+	return s.mintSession(ctx, did, scope, auth.NewRefreshID(), appPass, !takendown)
 }
 
-func (s *Server) mintSession(ctx context.Context, did string, scope auth.Scope, jti string, appPass *account.AppPass) (session, error) {
+func (s *Server) mintSession(ctx context.Context, did string, scope auth.Scope, jti string, appPass *account.AppPass, store bool) (session, error) {
 	acc, err := s.tokens.Access(did, scope)
 	if err != nil {
 		return session{}, err
@@ -54,8 +57,10 @@ func (s *Server) mintSession(ctx context.Context, did string, scope auth.Scope, 
 	if err != nil {
 		return session{}, err
 	}
-	if err := s.accounts.StoreRefresh(ctx, account.RefreshToken{ID: jti, DID: did, ExpiresAt: exp, AppPass: appPass}); err != nil {
-		return session{}, err
+	if store {
+		if err := s.accounts.StoreRefresh(ctx, account.RefreshToken{ID: jti, DID: did, ExpiresAt: exp, AppPass: appPass}); err != nil {
+			return session{}, err
+		}
 	}
 	return session{access: acc, refresh: ref}, nil
 }
@@ -90,10 +95,10 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	if in.Identifier == "" {
-		return xrpc.InvalidRequest("", `Input must have the property "identifier"`)
+		return xrpc.MissingInput("identifier")
 	}
 	if in.Password == "" {
-		return xrpc.InvalidRequest("", `Input must have the property "password"`)
+		return xrpc.MissingInput("password")
 	}
 	if len(in.Password) > auth.OldPasswordMaxLength {
 		return xrpc.AuthRequired("", "Password too long. Consider resetting your password.")
@@ -116,21 +121,30 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	active, status := accountStatus(acc)
-	confirmed := acc.EmailConfirmedAt != ""
 	out := comatproto.ServerCreateSession_Output{
 		AccessJwt:      sess.access,
 		RefreshJwt:     sess.refresh,
 		Did:            acc.DID,
 		DidDoc:         s.didDocForSession(r.Context(), acc.DID),
 		Handle:         handleOrInvalid(acc),
-		Email:          &acc.Email,
-		EmailConfirmed: &confirmed,
+		Email:          optional(acc.Email),
+		EmailConfirmed: ptr(acc.EmailConfirmedAt != ""),
 		Active:         active,
 		Status:         status,
 	}
 	xrpc.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
+
+// optional is nil for "", so JSON leaves the field out.
+func optional(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+func ptr[T any](v T) *T { return &v }
 
 func padUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
@@ -139,7 +153,13 @@ var errBadLogin = xrpc.AuthRequired("", "Invalid identifier or password")
 // login checks an identifier (handle, email or DID) and a password or app
 // password, as the reference's account manager does.
 func (s *Server) login(ctx context.Context, identifier, password string) (*account.Account, *account.AppPass, error) {
-	acc, err := s.accounts.ByIdentifier(ctx, strings.ToLower(identifier))
+	ident := strings.ToLower(identifier)
+	if !strings.Contains(ident, "@") {
+		if _, err := syntax.ParseAtIdentifier(ident); err != nil {
+			return nil, nil, errBadLogin
+		}
+	}
+	acc, err := s.accounts.ByIdentifier(ctx, ident)
 	if errors.Is(err, account.ErrNotFound) {
 		return nil, nil, errBadLogin
 	}
@@ -172,12 +192,13 @@ func (s *Server) login(ctx context.Context, identifier, password string) (*accou
 }
 
 func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
+	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeSignupQueued), check{})
 	if err != nil {
 		return err
 	}
 	acc, err := s.accounts.ByDID(r.Context(), c.DID)
-	if errors.Is(err, account.ErrNotFound) {
+	if errors.Is(err, account.ErrNotFound) || err == nil && acc.TakedownRef != "" {
+		// Taken down after the token was issued: as good as gone here.
 		return xrpc.InvalidRequest("", "Could not find user info for account: %s", c.DID)
 	}
 	if err != nil {
@@ -185,16 +206,13 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	}
 	active, status := accountStatus(acc)
 	out := comatproto.ServerGetSession_Output{
-		Did:    acc.DID,
-		DidDoc: s.didDocForSession(r.Context(), acc.DID),
-		Handle: handleOrInvalid(acc),
-		Active: active,
-		Status: status,
-	}
-	// An ordinary app password does not see the account's email.
-	if c.Scope != auth.ScopeAppPass {
-		confirmed := acc.EmailConfirmedAt != ""
-		out.Email, out.EmailConfirmed = &acc.Email, &confirmed
+		Did:            acc.DID,
+		DidDoc:         s.didDocForSession(r.Context(), acc.DID),
+		Handle:         handleOrInvalid(acc),
+		Email:          optional(acc.Email),
+		EmailConfirmed: ptr(acc.EmailConfirmedAt != ""),
+		Active:         active,
+		Status:         status,
 	}
 	xrpc.WriteJSON(w, http.StatusOK, out)
 	return nil
@@ -203,6 +221,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, check{})
 	if err != nil {
+		return err
+	}
+	if err := xrpc.NoBody(r); err != nil {
 		return err
 	}
 	ctx := r.Context()
@@ -230,31 +251,32 @@ func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request) error {
 			scope = auth.ScopeAppPassPrivileged
 		}
 	}
-	sess, err := s.mintSession(ctx, acc.DID, scope, next, tok.AppPass)
+	sess, err := s.mintSession(ctx, acc.DID, scope, next, tok.AppPass, true)
 	if err != nil {
 		return err
 	}
 	active, status := accountStatus(acc)
 	out := comatproto.ServerRefreshSession_Output{
-		AccessJwt:  sess.access,
-		RefreshJwt: sess.refresh,
-		Did:        acc.DID,
-		DidDoc:     s.didDocForSession(ctx, acc.DID),
-		Handle:     handleOrInvalid(acc),
-		Active:     active,
-		Status:     status,
-	}
-	if tok.AppPass == nil || tok.AppPass.Privileged {
-		confirmed := acc.EmailConfirmedAt != ""
-		out.Email, out.EmailConfirmed = &acc.Email, &confirmed
+		AccessJwt:      sess.access,
+		RefreshJwt:     sess.refresh,
+		Did:            acc.DID,
+		DidDoc:         s.didDocForSession(ctx, acc.DID),
+		Handle:         handleOrInvalid(acc),
+		Email:          optional(acc.Email),
+		EmailConfirmed: ptr(acc.EmailConfirmedAt != ""),
+		Active:         active,
+		Status:         status,
 	}
 	xrpc.WriteJSON(w, http.StatusOK, out)
 	return nil
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, check{})
+	c, err := s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, check{allowExpired: true})
 	if err != nil {
+		return err
+	}
+	if err := xrpc.NoBody(r); err != nil {
 		return err
 	}
 	if _, err := s.accounts.Revoke(r.Context(), c.TokenID); err != nil {

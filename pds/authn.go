@@ -26,8 +26,9 @@ var (
 
 // check says which account states a verifier refuses.
 type check struct {
-	takedown    bool
-	deactivated bool
+	takedown     bool
+	deactivated  bool
+	allowExpired bool // deleteSession accepts an expired refresh token
 }
 
 // caller is an authenticated session.
@@ -69,6 +70,9 @@ func (s *Server) bearer(r *http.Request, typ string, scopes []auth.Scope, chk ch
 	case "":
 		return nil, errAuthMissing
 	case "BEARER":
+		if token == "" {
+			return nil, errAuthMissing
+		}
 	case "DPOP":
 		return nil, xrpc.InvalidRequest("InvalidToken", "OAuth (DPoP) tokens are not supported by fakepds")
 	default:
@@ -76,6 +80,7 @@ func (s *Server) bearer(r *http.Request, typ string, scopes []auth.Scope, chk ch
 	}
 	claims, err := s.tokens.Verify(token, typ)
 	switch {
+	case errors.Is(err, auth.ErrExpired) && chk.allowExpired:
 	case errors.Is(err, auth.ErrExpired):
 		return nil, xrpc.InvalidRequest("ExpiredToken", "Token has expired")
 	case err != nil:
@@ -83,6 +88,10 @@ func (s *Server) bearer(r *http.Request, typ string, scopes []auth.Scope, chk ch
 	}
 	if claims.Aud != s.ServiceDID() || !strings.HasPrefix(claims.Sub, "did:") {
 		return nil, xrpc.InvalidRequest("InvalidToken", "Malformed token")
+	}
+	if chk.takedown {
+		// A takendown-scope token never passes a takedown check.
+		scopes = slices.DeleteFunc(slices.Clone(scopes), func(s auth.Scope) bool { return s == auth.ScopeTakendown })
 	}
 	if !slices.Contains(scopes, claims.Scope) {
 		return nil, xrpc.InvalidRequest("InvalidToken", "Bad token scope")

@@ -316,4 +316,3 @@ func mustAffect(res sql.Result) error {
 	}
 	return nil
 }
-

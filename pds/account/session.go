@@ -76,6 +76,11 @@ func (m *Manager) Rotate(ctx context.Context, id, newID string, now time.Time, g
 		if err != nil {
 			return err
 		}
+		// Housekeeping as the reference does it: the account's dead
+		// tokens go whenever one of its tokens is used.
+		if _, err := tx.ExecContext(ctx, `DELETE FROM refresh_token WHERE did = ? AND expires_at <= ?`, t.DID, FormatTime(now)); err != nil {
+			return err
+		}
 		if !now.Before(t.ExpiresAt) {
 			return ErrTokenRevoked
 		}

@@ -149,12 +149,12 @@ func num(v any) int64 {
 	return 0
 }
 
-// NewRefreshID is a refresh token's jti: 32 random bytes, base64 as the
-// reference's.
+// NewRefreshID is a refresh token's jti: 32 random bytes in unpadded
+// standard base64, as the reference's.
 func NewRefreshID() string {
 	b := make([]byte, 32)
 	_, _ = rand.Read(b)
-	return base64.StdEncoding.EncodeToString(b)
+	return base64.RawStdEncoding.EncodeToString(b)
 }
 
 // ServiceAuth mints a service auth token (ES256K with the account's repo

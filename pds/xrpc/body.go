@@ -119,3 +119,24 @@ func kindName(t reflect.Type) string {
 	}
 	return "an object"
 }
+
+// MissingInput is the reference's schema error for a required input
+// property that is absent.
+func MissingInput(key string) *Error {
+	return InvalidRequest("", `Missing required key %q at $`, key)
+}
+
+// MissingParam is the reference's error for a required query parameter
+// that is absent from a call to nsid.
+func MissingParam(nsid, key string) *Error {
+	return InvalidRequest("", `Invalid %s params: Missing required key %q`, nsid, key)
+}
+
+// NoBody checks that a procedure without input got no body, as the
+// reference does.
+func NoBody(r *http.Request) error {
+	if r.ContentLength > 0 {
+		return InvalidRequest("", "A request body was provided when none was expected")
+	}
+	return nil
+}
