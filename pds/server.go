@@ -12,6 +12,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"log/slog"
 	"net"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/clock"
 	"github.com/fakepds/fakepds/pds/mail"
+	"github.com/fakepds/fakepds/pds/plc"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -79,6 +81,21 @@ type Config struct {
 	// reference pads them against timing attacks. Off by default: a test
 	// suite pays it on every login.
 	PadLogins bool
+	// PLCAddr is the listen address of the PLC directory Start serves
+	// beside the PDS; "127.0.0.1:0" when empty.
+	PLCAddr string
+	// PublicURL is the PDS endpoint published in DID documents; the URL
+	// Start listens on when empty.
+	PublicURL string
+	// DIDDocWithSession puts the account's DID document in session
+	// responses (the reference's PDS_ENABLE_DID_DOC_WITH_SESSION; off by
+	// default there too).
+	DIDDocWithSession bool
+	// RecoveryDIDKey is a did:key added to every new account's rotation
+	// keys, before the server's own (the reference's recoveryDidKey).
+	RecoveryDIDKey string
+	// NoPLCRateLimit lifts the PLC directory's per-DID operation limits.
+	NoPLCRateLimit bool
 }
 
 // Server is a running (or ready to run) fakepds.
@@ -90,6 +107,8 @@ type Server struct {
 
 	accounts *account.Manager
 	seq      *sequencer.Sequencer
+	plc      *plc.Directory
+	plcKey   *atcrypto.PrivateKeyK256 // signs the PLC operations of every account
 	actors   *actorstore.Cache[*store.DB]
 	settings store.Settings // of the account database, as read back
 
@@ -101,10 +120,11 @@ type Server struct {
 
 	handler http.Handler
 
-	mu       sync.Mutex
-	http     *http.Server
-	listener net.Listener
-	url      string
+	mu      sync.Mutex
+	http    *http.Server
+	plcHTTP *http.Server
+	url     string
+	plcURL  string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -150,14 +170,17 @@ func (s *Server) open(ctx context.Context) error {
 	// Opening a database is mostly file-creation syscalls: open them side
 	// by side.
 	var wg sync.WaitGroup
-	var errAcc, errSeq error
+	var errAcc, errSeq, errPLC error
 	wg.Go(func() { s.accounts, errAcc = account.Open(ctx, s.dataDir, opts) })
 	wg.Go(func() { s.seq, errSeq = sequencer.Open(ctx, s.dataDir, opts) })
+	wg.Go(func() {
+		s.plc, errPLC = plc.Open(ctx, s.dataDir, plc.Options{Store: opts, Now: s.clock.Now, NoRateLimit: s.cfg.NoPLCRateLimit})
+	})
 	wg.Wait()
-	if err := errors.Join(errAcc, errSeq); err != nil {
+	if err := errors.Join(errAcc, errSeq, errPLC); err != nil {
 		return err
 	}
-	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorstore.Opener(filepath.Join(s.dataDir, "actors"), opts))
+	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorstore.Opener(s.actorDir(), opts))
 	s.settings = s.accounts.DB().Settings()
 
 	// The JWT secret lives in the account database so sessions survive a
@@ -167,12 +190,29 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	s.tokens = auth.NewTokens(secret, s.ServiceDID(), s.clock)
+	// The rotation key too: the PLC log in a kept data dir names it.
+	rot, err := s.accounts.Secret(ctx, "plc_rotation_key", func() ([]byte, error) {
+		k, err := atcrypto.GeneratePrivateKeyK256()
+		if err != nil {
+			return nil, err
+		}
+		return k.Bytes(), nil
+	})
+	if err != nil {
+		return err
+	}
+	if s.plcKey, err = atcrypto.ParsePrivateBytesK256(rot); err != nil {
+		return fmt.Errorf("plc rotation key: %w", err)
+	}
 	return nil
 }
 
 func (c *Config) fill() error {
 	if c.Addr == "" {
 		c.Addr = "127.0.0.1:0"
+	}
+	if c.PLCAddr == "" {
+		c.PLCAddr = "127.0.0.1:0"
 	}
 	if c.AdminPassword == "" {
 		b := make([]byte, 18)
@@ -206,8 +246,9 @@ func (c *Config) fill() error {
 	return nil
 }
 
-// Start listens on the configured address and serves. When it returns
-// without error the server answers: the socket is bound and accepting.
+// Start listens on the configured addresses and serves the PDS and its PLC
+// directory. When it returns without error both answer: their sockets are
+// bound and accepting.
 func (s *Server) Start() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -218,21 +259,48 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("pds: listen %s: %w", s.cfg.Addr, err)
 	}
-	s.listener = ln
+	plcLn, err := net.Listen("tcp", s.cfg.PLCAddr)
+	if err != nil {
+		ln.Close()
+		return fmt.Errorf("pds: listen %s (PLC): %w", s.cfg.PLCAddr, err)
+	}
 	s.url = "http://" + ln.Addr().String()
-	s.http = &http.Server{
-		Handler:           s.handler,
+	s.plcURL = "http://" + plcLn.Addr().String()
+	s.http = s.newHTTPServer(s.handler)
+	s.plcHTTP = s.newHTTPServer(s.plc.Handler())
+	for srv, l := range map[*http.Server]net.Listener{s.http: ln, s.plcHTTP: plcLn} {
+		go func() {
+			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
+				s.log.Error("pds: serve", "addr", l.Addr(), "err", err)
+			}
+		}()
+	}
+	s.log.Info("fakepds listening", "url", s.url, "plc_url", s.plcURL, "data_dir", s.dataDir,
+		"fsync", s.settings.Fsync(), "synchronous", s.settings.SyncName(), "journal_mode", s.settings.JournalMode)
+	return nil
+}
+
+func (s *Server) newHTTPServer(h http.Handler) *http.Server {
+	return &http.Server{
+		Handler:           h,
 		ReadHeaderTimeout: 10 * time.Second,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
-	go func() {
-		if err := s.http.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			s.log.Error("pds: serve", "err", err)
-		}
-	}()
-	s.log.Info("fakepds listening", "url", s.url, "data_dir", s.dataDir,
-		"fsync", s.settings.Fsync(), "synchronous", s.settings.SyncName(), "journal_mode", s.settings.JournalMode)
-	return nil
+}
+
+// PLCURL is the base URL of the PLC directory, "" before Start.
+func (s *Server) PLCURL() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.plcURL
+}
+
+// publicURL is the PDS endpoint DID documents name.
+func (s *Server) publicURL() string {
+	if s.cfg.PublicURL != "" {
+		return s.cfg.PublicURL
+	}
+	return s.URL()
 }
 
 // URL is the base URL the server answers on, "" before Start.
@@ -263,15 +331,18 @@ func (s *Server) Close() error {
 	s.closeOnce.Do(func() {
 		var errs []error
 		s.mu.Lock()
-		srv := s.http
+		servers := []*http.Server{s.http, s.plcHTTP}
 		s.mu.Unlock()
-		if srv != nil {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		for _, srv := range servers {
+			if srv == nil {
+				continue
+			}
 			if err := srv.Shutdown(ctx); err != nil {
 				errs = append(errs, err, srv.Close())
 			}
-			cancel()
 		}
+		cancel()
 		errs = append(errs, s.closeStores())
 		if s.tempDir {
 			errs = append(errs, os.RemoveAll(s.dataDir))
@@ -281,6 +352,9 @@ func (s *Server) Close() error {
 	return s.closeErr
 }
 
+// actorDir holds the actor stores.
+func (s *Server) actorDir() string { return filepath.Join(s.dataDir, "actors") }
+
 // closeStores is nil-safe so a New that failed halfway can clean up.
 func (s *Server) closeStores() error {
 	var errs []error
@@ -289,6 +363,9 @@ func (s *Server) closeStores() error {
 	}
 	if s.seq != nil {
 		errs = append(errs, s.seq.Close())
+	}
+	if s.plc != nil {
+		errs = append(errs, s.plc.Close())
 	}
 	if s.accounts != nil {
 		errs = append(errs, s.accounts.Close())
@@ -302,9 +379,12 @@ func (s *Server) routes() http.Handler {
 	s.registerServer(x)
 	s.registerSession(x)
 	s.registerAppPasswords(x)
+	s.registerIdentity(x)
+	s.registerAccount(x)
 	mux.Handle("/xrpc/", x)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)
 	mux.HandleFunc("GET /robots.txt", s.robots)
+	mux.HandleFunc("GET /.well-known/atproto-did", s.wellKnownDID)
 	return mux
 }

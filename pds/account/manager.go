@@ -141,12 +141,16 @@ func (m *Manager) Create(ctx context.Context, n NewAccount) error {
 			}
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO account (did, email, password_scrypt) VALUES (?, ?, ?)`,
-			n.DID, n.Email, n.PasswordScrypt); err != nil {
-			if isUnique(err, "account.email") {
-				return ErrEmailTaken
+		// As the reference: an account without a password has no account
+		// row (and so no email, and no way to log in).
+		if n.PasswordScrypt != "" {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO account (did, email, password_scrypt) VALUES (?, ?, ?)`,
+				n.DID, n.Email, n.PasswordScrypt); err != nil {
+				if isUnique(err, "account.email") {
+					return ErrEmailTaken
+				}
+				return err
 			}
-			return err
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO signing_key (did, key) VALUES (?, ?)`, n.DID, n.SigningKey); err != nil {
 			return err

@@ -37,30 +37,41 @@ func Opener(dir string, opts store.Options) OpenFunc[*store.DB] {
 }
 
 // Migrations is the actor store schema, one entry per PRAGMA user_version.
+//
+// The repo tables (repo_root, repo_block, record) belong to package repo,
+// which keeps them in step with the MST in every write transaction:
+//   - repo_root is one row: the head commit, its rev and its MST root (data),
+//     so a write finds the tree without decoding the commit block.
+//   - repo_block holds exactly the live blocks (head commit, MST nodes,
+//     records): a write deletes what it replaces, so sync.getRepo is a table
+//     scan. A rowid table with a unique index, not WITHOUT ROWID: MST nodes
+//     and records are mostly larger than the ~200 bytes below which SQLite
+//     advises clustering rows on their key. CIDs are stored as binary.
+//   - record is the index of the MST's leaves, clustered on (collection,
+//     rkey) so listRecords is a range scan; record_cid finds other records
+//     sharing a block before that block is deleted.
 var Migrations = []string{
 	`CREATE TABLE repo_root (
-		did        TEXT PRIMARY KEY,
-		cid        TEXT NOT NULL,
-		rev        TEXT NOT NULL,
-		indexed_at TEXT NOT NULL
+		id   INTEGER PRIMARY KEY CHECK (id = 1),
+		did  TEXT NOT NULL,
+		cid  BLOB NOT NULL,
+		rev  TEXT NOT NULL,
+		data BLOB NOT NULL
 	);
 	CREATE TABLE repo_block (
-		cid      BLOB PRIMARY KEY,
+		cid      BLOB NOT NULL UNIQUE,
 		repo_rev TEXT NOT NULL,
-		size     INTEGER NOT NULL,
 		content  BLOB NOT NULL
-	) WITHOUT ROWID;
-	CREATE INDEX repo_block_rev ON repo_block (repo_rev, cid);
+	);
+	CREATE INDEX repo_block_rev ON repo_block (repo_rev);
 	CREATE TABLE record (
-		uri          TEXT PRIMARY KEY,
-		cid          TEXT NOT NULL,
 		collection   TEXT NOT NULL,
 		rkey         TEXT NOT NULL,
+		cid          BLOB NOT NULL,
 		repo_rev     TEXT NOT NULL,
-		indexed_at   TEXT NOT NULL,
-		takedown_ref TEXT
-	);
-	CREATE INDEX record_collection ON record (collection, rkey);
+		takedown_ref TEXT,
+		PRIMARY KEY (collection, rkey)
+	) WITHOUT ROWID;
 	CREATE INDEX record_cid ON record (cid);
 	CREATE TABLE blob (
 		cid          TEXT PRIMARY KEY,

@@ -1,0 +1,304 @@
+package pds
+
+import (
+	"context"
+	"database/sql"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	indigoauth "github.com/bluesky-social/indigo/atproto/auth"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/did-method-plc/go-didplc"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/actorstore"
+	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/plc"
+	"github.com/fakepds/fakepds/pds/repo"
+	"github.com/fakepds/fakepds/pds/sequencer"
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+func (s *Server) registerAccount(x *xrpc.Mux) {
+	x.Handle(xrpc.Procedure, "com.atproto.server.createAccount", s.createAccount)
+}
+
+type createAccountInput struct {
+	Handle      *string         `json:"handle"`
+	Email       string          `json:"email"`
+	Password    string          `json:"password"`
+	InviteCode  string          `json:"inviteCode"`
+	DID         string          `json:"did"`
+	RecoveryKey string          `json:"recoveryKey"`
+	PlcOp       json.RawMessage `json:"plcOp"`
+}
+
+type createAccountOutput struct {
+	Handle     string `json:"handle"`
+	DID        string `json:"did"`
+	DIDDoc     *any   `json:"didDoc,omitempty"`
+	AccessJwt  string `json:"accessJwt"`
+	RefreshJwt string `json:"refreshJwt"`
+}
+
+func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) error {
+	ctx := r.Context()
+	requester, err := s.optionalServiceAuth(r, "com.atproto.server.createAccount")
+	if err != nil {
+		return err
+	}
+	var in createAccountInput
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Handle == nil {
+		return xrpc.MissingInput("handle")
+	}
+	if in.DID != "" {
+		if _, err := syntax.ParseDID(in.DID); err != nil {
+			return xrpc.InvalidRequest("", "Invalid DID (got %q) at $.did", in.DID)
+		}
+	}
+	// The checks, in the reference's order.
+	if len(in.PlcOp) > 0 && string(in.PlcOp) != "null" {
+		return xrpc.InvalidRequest("", `Unsupported input: "plcOp"`)
+	}
+	if len(in.Password) > auth.NewPasswordMaxLength {
+		return xrpc.InvalidRequest("", "Password too long. Maximum length is %d characters.", auth.NewPasswordMaxLength)
+	}
+	if s.cfg.InviteRequired && in.InviteCode == "" {
+		return xrpc.InvalidRequest("InvalidInviteCode", "No invite code provided")
+	}
+	if in.Email == "" {
+		return xrpc.InvalidRequest("", "Email is required")
+	}
+	if !validEmail(in.Email) {
+		return xrpc.InvalidRequest("", "This email address is not supported, please use a different email.")
+	}
+	handle, err := s.normalizeHandle(*in.Handle, in.DID == "")
+	if err != nil {
+		return err
+	}
+	if !s.isServiceHandle(handle.String()) {
+		// A custom domain with a DID: fakepds cannot resolve it (no DNS).
+		return xrpc.InvalidRequest("", "External handle did not resolve to DID")
+	}
+	if s.cfg.InviteRequired {
+		if err := s.accounts.InviteAvailable(ctx, in.InviteCode); err != nil {
+			return inviteError(err)
+		}
+	}
+	if acc, err := s.accounts.ByHandle(ctx, handle.String()); err == nil && acc.Active() {
+		return xrpc.InvalidRequest("", "Handle already taken: %s", handle)
+	} else if err != nil && !errors.Is(err, account.ErrNotFound) {
+		return err
+	}
+	if acc, err := s.accounts.ByEmail(ctx, in.Email); err == nil && acc.Active() {
+		return xrpc.InvalidRequest("", "Email already taken: %s", in.Email)
+	} else if err != nil && !errors.Is(err, account.ErrNotFound) {
+		return err
+	}
+
+	key, err := atcrypto.GeneratePrivateKeyK256()
+	if err != nil {
+		return err
+	}
+	pub, err := key.PublicKey()
+	if err != nil {
+		return err
+	}
+	var did syntax.DID
+	var genesis *didplc.RegularOp
+	deactivated := false
+	if in.DID != "" {
+		// Bringing a DID (migration): only its owner may, and the account
+		// starts deactivated until the migration completes.
+		if requester != in.DID {
+			return xrpc.AuthRequired("", "Missing auth to create account with did: %s", in.DID)
+		}
+		did, deactivated = syntax.DID(in.DID), true
+	} else {
+		rotation := []string{}
+		if in.RecoveryKey != "" {
+			rotation = append(rotation, in.RecoveryKey)
+		}
+		if s.cfg.RecoveryDIDKey != "" {
+			rotation = append(rotation, s.cfg.RecoveryDIDKey)
+		}
+		srvPub, _ := s.plcKey.PublicKey()
+		rotation = append(rotation, srvPub.DIDKey())
+		d, op, err := plc.CreateGenesis(s.plcKey, plc.Fields{RotationKeys: rotation, SigningKey: pub.DIDKey(), Handle: handle, PDS: s.publicURL()})
+		if err != nil {
+			return xrpc.InvalidRequest("", "Unable to create PLC operation: %v", err)
+		}
+		did, genesis = d, op
+	}
+
+	commit, err := s.createRepo(ctx, did, key)
+	if err != nil {
+		return err
+	}
+	undo := []func(){func() { s.destroyActorStore(did.String()) }}
+	fail := func(err error) error {
+		for i := len(undo) - 1; i >= 0; i-- {
+			undo[i]()
+		}
+		return err
+	}
+	if genesis != nil {
+		if err := s.plc.Submit(ctx, did, genesis); err != nil {
+			return fail(plcError(err))
+		}
+		undo = append(undo, func() { s.tombstone(context.WithoutCancel(ctx), did) })
+	}
+	didDoc := s.didDoc(ctx, did.String())
+
+	var hash string
+	if in.Password != "" {
+		if hash, err = s.hasher.Hash(in.Password); err != nil {
+			return fail(err)
+		}
+	}
+	now := s.clock.Now()
+	err = s.accounts.Create(ctx, account.NewAccount{
+		DID: did.String(), Handle: handle.String(), Email: strings.ToLower(in.Email), PasswordScrypt: hash,
+		SigningKey: key.Bytes(), InviteCode: in.InviteCode, Deactivated: deactivated, Now: now,
+	})
+	if errors.Is(err, account.ErrInviteUnavailable) {
+		return fail(inviteError(err))
+	}
+	if err != nil {
+		// A handle or email held by a taken-down or deactivated account
+		// fails here, after the checks above: a 500, as in the reference.
+		return fail(err)
+	}
+	undo = append(undo, func() { s.accounts.Delete(context.WithoutCancel(ctx), did.String()) })
+	sess, err := s.newSession(ctx, did.String(), nil, false)
+	if err != nil {
+		return fail(err)
+	}
+	if !deactivated {
+		if _, err := s.seq.Append(ctx, now,
+			sequencer.Identity(did.String(), handle.String()),
+			sequencer.Account(did.String(), ""),
+			sequencer.Commit(commit.CommitEvent()),
+			sequencer.Sync(commit.SyncEvent()),
+		); err != nil {
+			return fail(err)
+		}
+	}
+	xrpc.WriteJSON(w, http.StatusOK, createAccountOutput{
+		Handle: handle.String(), DID: did.String(), DIDDoc: didDoc, AccessJwt: sess.access, RefreshJwt: sess.refresh,
+	})
+	return nil
+}
+
+func inviteError(err error) error {
+	if errors.Is(err, account.ErrInviteUnavailable) {
+		return xrpc.InvalidRequest("InvalidInviteCode", "Provided invite code not available")
+	}
+	return err
+}
+
+// plcError maps a refused PLC operation as the reference's PLC client does:
+// the directory's 5xx is an upstream failure, anything else bad input.
+func plcError(err error) error {
+	var oe *plc.OpError
+	if errors.As(err, &oe) {
+		if oe.Status >= 500 {
+			return xrpc.Errorf(http.StatusBadGateway, "UpstreamFailure", "%s", oe.Message)
+		}
+		return xrpc.InvalidRequest("", "%s", oe.Message)
+	}
+	return err
+}
+
+// createRepo makes did's actor store and its empty, signed repo.
+func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.PrivateKey) (*repo.Commit, error) {
+	h, err := s.actors.Acquire(ctx, did.String())
+	if err != nil {
+		return nil, err
+	}
+	defer h.Release()
+	var c *repo.Commit
+	err = h.DB.Write(ctx, func(tx *sql.Tx) error {
+		c, err = repo.Create(ctx, tx, did, key)
+		return err
+	})
+	if err != nil {
+		s.destroyActorStore(did.String())
+		return nil, err
+	}
+	return c, nil
+}
+
+// destroyActorStore closes and removes did's actor store files.
+func (s *Server) destroyActorStore(did string) {
+	s.actors.Evict(did)
+	p := actorstore.Path(s.actorDir(), did)
+	for _, suffix := range []string{"", "-wal", "-shm"} {
+		if err := os.Remove(p + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {
+			s.log.Warn("remove actor store", "did", did, "err", err)
+		}
+	}
+}
+
+// tombstone ends did in the PLC directory (undoing a failed creation).
+func (s *Server) tombstone(ctx context.Context, did syntax.DID) {
+	last, err := s.plc.Last(ctx, did)
+	if err == nil {
+		var op *didplc.TombstoneOp
+		if op, err = plc.CreateTombstone(last, s.plcKey); err == nil {
+			err = s.plc.Submit(ctx, did, op)
+		}
+	}
+	if err != nil {
+		s.log.Warn("tombstone after failed account creation", "did", did, "err", err)
+	}
+}
+
+// optionalServiceAuth checks the service auth token createAccount may
+// carry (a migration to this PDS). No header: "". Returns the issuer.
+func (s *Server) optionalServiceAuth(r *http.Request, lxm string) (string, error) {
+	scheme, token, err := authHeader(r)
+	if err != nil {
+		return "", err
+	}
+	switch scheme {
+	case "":
+		return "", nil
+	case "BEARER":
+	default:
+		return "", xrpc.AuthRequired("", "Invalid authorization header")
+	}
+	if token == "" {
+		return "", xrpc.AuthRequired("MissingJwt", "missing jwt")
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return "", xrpc.AuthRequired("BadJwt", "poorly formatted jwt")
+	}
+	var hdr struct {
+		Typ string `json:"typ"`
+	}
+	if b, err := base64.RawURLEncoding.DecodeString(parts[0]); err != nil || json.Unmarshal(b, &hdr) != nil {
+		return "", xrpc.AuthRequired("BadJwt", "poorly formatted jwt")
+	}
+	switch hdr.Typ {
+	case auth.TypeAccess, auth.TypeRefresh, "dpop+jwt":
+		return "", xrpc.AuthRequired("BadJwtType", "Invalid jwt type %q", hdr.Typ)
+	}
+	v := indigoauth.ServiceAuthValidator{Audience: s.ServiceDID(), Dir: s.Directory()}
+	m := syntax.NSID(lxm)
+	iss, err := v.Validate(r.Context(), token, &m)
+	if err != nil {
+		return "", xrpc.AuthRequired("", "%s", fmt.Sprint(err))
+	}
+	return iss.String(), nil
+}

@@ -1,0 +1,139 @@
+package repo
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+)
+
+// Head is the repo's current commit and rev (sync.getLatestCommit).
+func Head(ctx context.Context, q Querier) (cid.Cid, string, error) {
+	var cc []byte
+	var rev string
+	err := q.QueryRowContext(ctx, `SELECT cid, rev FROM repo_root WHERE id = 1`).Scan(&cc, &rev)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cid.Undef, "", ErrRepoNotFound
+	}
+	if err != nil {
+		return cid.Undef, "", fmt.Errorf("repo: head: %w", err)
+	}
+	c, err := cid.Cast(cc)
+	if err != nil {
+		return cid.Undef, "", fmt.Errorf("repo: head: %w", err)
+	}
+	return c, rev, nil
+}
+
+// GetRecord is the record at collection/rkey: its CID and DAG-CBOR bytes.
+// With want set, the record must be at that CID. A missing record, or one
+// taken down, is ErrRecordNotFound.
+func GetRecord(ctx context.Context, q Querier, collection syntax.NSID, rkey syntax.RecordKey, want *cid.Cid) (cid.Cid, []byte, error) {
+	var cc, content []byte
+	err := q.QueryRowContext(ctx, `SELECT r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
+		WHERE r.collection = ? AND r.rkey = ? AND r.takedown_ref IS NULL`,
+		collection.String(), rkey.String()).Scan(&cc, &content)
+	if errors.Is(err, sql.ErrNoRows) {
+		return cid.Undef, nil, ErrRecordNotFound
+	}
+	if err != nil {
+		return cid.Undef, nil, fmt.Errorf("repo: get record: %w", err)
+	}
+	c, err := cid.Cast(cc)
+	if err != nil {
+		return cid.Undef, nil, fmt.Errorf("repo: get record: %w", err)
+	}
+	if want != nil && !want.Equals(c) {
+		return cid.Undef, nil, ErrRecordNotFound
+	}
+	return c, content, nil
+}
+
+// Record is one record of a listing.
+type Record struct {
+	RKey  syntax.RecordKey
+	CID   cid.Cid
+	Value []byte // DAG-CBOR
+}
+
+// ListRecords lists up to limit records of collection in the reference's
+// order: rkey descending, or ascending with reverse; cursor is the rkey to
+// continue after. The next cursor is the last rkey listed ("" when none
+// was), even on a short page, as the reference answers. Taken down records
+// are left out.
+func ListRecords(ctx context.Context, q Querier, collection syntax.NSID, limit int, cursor string, reverse bool) ([]Record, string, error) {
+	query := `SELECT r.rkey, r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
+		WHERE r.collection = ? AND r.takedown_ref IS NULL`
+	args := []any{collection.String()}
+	if cursor != "" {
+		if reverse {
+			query += ` AND r.rkey > ?`
+		} else {
+			query += ` AND r.rkey < ?`
+		}
+		args = append(args, cursor)
+	}
+	if reverse {
+		query += ` ORDER BY r.rkey ASC LIMIT ?`
+	} else {
+		query += ` ORDER BY r.rkey DESC LIMIT ?`
+	}
+	args = append(args, limit)
+	rows, err := q.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, "", fmt.Errorf("repo: list records: %w", err)
+	}
+	defer rows.Close()
+	out := make([]Record, 0, min(limit, 100))
+	for rows.Next() {
+		var r Record
+		var rkey string
+		var cc []byte
+		if err := rows.Scan(&rkey, &cc, &r.Value); err != nil {
+			return nil, "", fmt.Errorf("repo: list records: %w", err)
+		}
+		r.RKey = syntax.RecordKey(rkey)
+		if r.CID, err = cid.Cast(cc); err != nil {
+			return nil, "", fmt.Errorf("repo: list records: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, "", fmt.Errorf("repo: list records: %w", err)
+	}
+	next := ""
+	if len(out) > 0 {
+		next = out[len(out)-1].RKey.String()
+	}
+	return out, next, nil
+}
+
+// Collections lists the collections that hold records, sorted
+// (describeRepo). It hops from one collection to the next through the
+// (collection, rkey) key instead of reading every record.
+func Collections(ctx context.Context, q Querier) ([]string, error) {
+	rows, err := q.QueryContext(ctx, `WITH RECURSIVE c(name) AS (
+			SELECT min(collection) FROM record
+			UNION ALL
+			SELECT (SELECT min(collection) FROM record WHERE collection > c.name) FROM c WHERE c.name IS NOT NULL
+		) SELECT name FROM c WHERE name IS NOT NULL`)
+	if err != nil {
+		return nil, fmt.Errorf("repo: collections: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var s string
+		if err := rows.Scan(&s); err != nil {
+			return nil, fmt.Errorf("repo: collections: %w", err)
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("repo: collections: %w", err)
+	}
+	return out, nil
+}

@@ -1,0 +1,471 @@
+package repo
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
+	"github.com/bluesky-social/indigo/atproto/repo/mst"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	lexutil "github.com/bluesky-social/indigo/lex/util"
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+)
+
+// Limits of one commit, the reference PDS's.
+const (
+	// MaxWrites is the most writes one Apply takes ("Too many writes. Max: 200").
+	MaxWrites = 200
+	// MaxEventBytes bounds the blocks of one #commit ("Too many writes. Max
+	// event size: 2MB").
+	MaxEventBytes = 2_000_000
+)
+
+var (
+	// ErrRepoNotFound: the actor store holds no repo (no Create yet).
+	ErrRepoNotFound = errors.New("repo: no repo in this store")
+	// ErrRepoExists: Create on a store that already holds a repo (the
+	// reference's AlreadyExists "Repo already exists").
+	ErrRepoExists = errors.New("repo: repo already exists")
+	// ErrRecordNotFound: no such record (getRecord's RecordNotFound), or an
+	// update of a record that does not exist (the reference fails the
+	// whole write with an internal error).
+	ErrRecordNotFound = errors.New("repo: record not found")
+	// ErrRecordExists: a create of a record that exists (the reference
+	// fails the whole write with an internal error).
+	ErrRecordExists = errors.New("repo: record already exists")
+	// ErrInvalidSwap: swapCommit or swapRecord did not match. The error is
+	// a *SwapError, whose message is the reference's.
+	ErrInvalidSwap = errors.New("repo: invalid swap")
+	// ErrTooManyWrites: more than MaxWrites writes.
+	ErrTooManyWrites = errors.New("repo: too many writes")
+	// ErrTooBig: the commit's blocks exceed MaxEventBytes.
+	ErrTooBig = errors.New("repo: commit too big for an event")
+)
+
+// SwapError is a swapCommit or swapRecord mismatch. errors.Is(err,
+// ErrInvalidSwap) holds for it.
+type SwapError struct {
+	// Record is true for a swapRecord mismatch, false for swapCommit. (The
+	// reference answers InvalidSwap to both from createRecord, putRecord and
+	// deleteRecord, but only to swapCommit from applyWrites.)
+	Record bool
+	// Path is the record's collection/rkey, for a swapRecord mismatch.
+	Path string
+	// Current is what the commit or record was at; nil for a record that
+	// does not exist.
+	Current *cid.Cid
+}
+
+// Error is the reference's message: "Commit was at <cid>" or "Record was at
+// <cid|null>".
+func (e *SwapError) Error() string {
+	if !e.Record {
+		return fmt.Sprintf("Commit was at %s", e.Current)
+	}
+	if e.Current == nil {
+		return "Record was at null"
+	}
+	return fmt.Sprintf("Record was at %s", e.Current)
+}
+
+// Is makes errors.Is(err, ErrInvalidSwap) true.
+func (e *SwapError) Is(target error) bool { return target == ErrInvalidSwap }
+
+// Action is what a write does to a record, spelled as the firehose spells it.
+type Action string
+
+// The actions.
+const (
+	ActionCreate Action = "create"
+	ActionUpdate Action = "update"
+	ActionDelete Action = "delete"
+)
+
+// Write is one record change of an Apply.
+type Write struct {
+	Action     Action
+	Collection syntax.NSID
+	RKey       syntax.RecordKey
+	// Value is the record as DAG-CBOR, already validated; ignored for
+	// deletes.
+	Value []byte
+	// SwapRecord, when not nil, is the CID the record must be at before the
+	// write; a pointer to the zero cid.Cid (cid.Undef) means the record
+	// must not exist (the reference's swapRecord: null). As in the
+	// reference, a create only takes the latter and updates and deletes
+	// only the former.
+	SwapRecord *cid.Cid
+}
+
+// Path is the write's MST key, collection/rkey.
+func (w Write) Path() string { return w.Collection.String() + "/" + w.RKey.String() }
+
+// Op is one change in a commit, as the firehose #commit lists it.
+type Op struct {
+	Action Action
+	Path   string   // collection/rkey
+	CID    *cid.Cid // the new record; nil for a delete
+	Prev   *cid.Cid // the record before; nil for a create
+}
+
+// Result is what one write answers (applyWrites results, createRecord and
+// putRecord's uri and cid).
+type Result struct {
+	URI syntax.ATURI
+	CID *cid.Cid // the record written; nil for a delete
+}
+
+// Commit is a commit Create or Apply made, with all the firehose needs.
+type Commit struct {
+	DID      syntax.DID
+	CID      cid.Cid // the commit block
+	Rev      string
+	Since    *string  // the previous commit's rev; nil for a new repo
+	Data     cid.Cid  // the MST root
+	PrevData *cid.Cid // the previous commit's MST root; nil for a new repo
+	Ops      []Op
+	Results  []Result // one per write, in order
+	// Blocks is the #commit CAR: root the commit; the commit block, the new
+	// MST and record blocks, the records written and the MST nodes needed
+	// to invert the ops.
+	Blocks []byte
+
+	commitBlock []byte
+}
+
+// SyncBlocks is the #sync CAR: the commit block alone.
+func (c *Commit) SyncBlocks() []byte {
+	var buf bytes.Buffer
+	w, _ := newCARWriter(&buf, c.CID) // a bytes.Buffer does not fail
+	_ = w.block(c.CID, c.commitBlock)
+	return buf.Bytes()
+}
+
+// CommitEvent is the commit as a firehose #commit; the sequencer sets Seq
+// and Time.
+func (c *Commit) CommitEvent() *comatproto.SyncSubscribeRepos_Commit {
+	ops := make([]*comatproto.SyncSubscribeRepos_RepoOp, len(c.Ops))
+	for i, op := range c.Ops {
+		ops[i] = &comatproto.SyncSubscribeRepos_RepoOp{
+			Action: string(op.Action),
+			Path:   op.Path,
+			Cid:    (*lexutil.LexLink)(op.CID),
+			Prev:   (*lexutil.LexLink)(op.Prev),
+		}
+	}
+	return &comatproto.SyncSubscribeRepos_Commit{
+		Repo:     c.DID.String(),
+		Commit:   lexutil.LexLink(c.CID),
+		Rev:      c.Rev,
+		Since:    c.Since,
+		Blocks:   c.Blocks,
+		Ops:      ops,
+		PrevData: (*lexutil.LexLink)(c.PrevData),
+		Blobs:    []lexutil.LexLink{},
+	}
+}
+
+// SyncEvent is the commit as a firehose #sync (sent for a new account); the
+// sequencer sets Seq and Time.
+func (c *Commit) SyncEvent() *comatproto.SyncSubscribeRepos_Sync {
+	return &comatproto.SyncSubscribeRepos_Sync{
+		Did:    c.DID.String(),
+		Rev:    c.Rev,
+		Blocks: c.SyncBlocks(),
+	}
+}
+
+// cidBuilder is the CID of every block of a repo: CIDv1, dag-cbor, sha2-256.
+var cidBuilder = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
+
+// Create writes an empty repo for did (an empty MST and a signed commit at
+// a fresh rev) into the actor store tx belongs to, for createAccount.
+func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey) (*Commit, error) {
+	var one int
+	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM repo_root`).Scan(&one); {
+	case err == nil:
+		return nil, ErrRepoExists
+	case !errors.Is(err, sql.ErrNoRows):
+		return nil, fmt.Errorf("repo: create: %w", err)
+	}
+	tree := mst.NewEmptyTree()
+	var diff collector
+	data, err := tree.WriteDiffBlocks(ctx, &diff)
+	if err != nil {
+		return nil, fmt.Errorf("repo: create: %w", err)
+	}
+	rev := syntax.NewTIDNow(0).String()
+	cc, commitBlock, err := signCommit(did, key, *data, rev)
+	if err != nil {
+		return nil, err
+	}
+	bw := newBatch(rev)
+	for _, b := range diff.blocks {
+		bw.add(b.cid, b.data)
+	}
+	bw.add(cc, commitBlock)
+	if err := bw.insert(ctx, tx); err != nil {
+		return nil, fmt.Errorf("repo: create: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)`,
+		did.String(), cc.Bytes(), rev, data.Bytes()); err != nil {
+		return nil, fmt.Errorf("repo: create: %w", err)
+	}
+	c := &Commit{DID: did, CID: cc, Rev: rev, Data: *data, Ops: []Op{}, commitBlock: commitBlock}
+	c.Blocks, err = carBytes(cc, bw.blocks)
+	return c, err
+}
+
+// Apply makes writes one signed commit on top of the repo's head.
+//
+// swapCommit, when set, must be the head (*SwapError otherwise). Record
+// swaps are checked against the repo as it was before any of the writes,
+// as the reference does. A create of an existing record fails with
+// ErrRecordExists and an update of a missing one with ErrRecordNotFound;
+// a delete of a missing record, or an update to the record's current
+// value, changes nothing and makes no op. When no write changes anything,
+// Apply writes nothing and returns a nil Commit (the reference's no-op
+// deleteRecord and putRecord).
+//
+// Differs from the reference: its applyWrites fails a delete of a missing
+// record with an internal error; here it is skipped.
+//
+// On error the tree may be half changed in memory and rows half written:
+// the caller must roll tx back (store.DB.Write does when fn fails).
+func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid) (*Commit, error) {
+	if len(writes) > MaxWrites {
+		return nil, ErrTooManyWrites
+	}
+	src := newNodeSource(ctx, tx)
+	defer src.close()
+	head, err := src.head()
+	if err != nil {
+		return nil, err
+	}
+	if head.did != did.String() {
+		return nil, fmt.Errorf("repo: store holds the repo of %s, not %s", head.did, did)
+	}
+	if swapCommit != nil && !swapCommit.Equals(head.cid) {
+		return nil, &SwapError{Current: &head.cid}
+	}
+	tree := mst.Tree{Root: head.root}
+
+	paths := make([][]byte, len(writes))
+	for i, w := range writes {
+		switch w.Action {
+		case ActionCreate, ActionUpdate, ActionDelete:
+		default:
+			return nil, fmt.Errorf("repo: unknown action %q", w.Action)
+		}
+		paths[i] = []byte(w.Path())
+		if w.SwapRecord == nil {
+			continue
+		}
+		// Before any write is applied: the reference checks swaps against
+		// its record table, which only changes after the commit is made.
+		if err := src.hydrate(tree.Root, paths[i]); err != nil {
+			return nil, err
+		}
+		cur, err := tree.Get(paths[i])
+		if err != nil {
+			return nil, fmt.Errorf("repo: %w", err)
+		}
+		if err := checkSwap(w, cur); err != nil {
+			return nil, err
+		}
+	}
+
+	c := &Commit{DID: did, Results: make([]Result, len(writes))}
+	ops := make([]Op, 0, len(writes))
+	var records []block // record blocks written, for the tables and the event
+	for i, w := range writes {
+		path := paths[i]
+		if err := src.hydrate(tree.Root, path); err != nil {
+			return nil, err
+		}
+		c.Results[i].URI = syntax.ATURI("at://" + did.String() + "/" + string(path))
+		var val cid.Cid
+		if w.Action != ActionDelete {
+			if val, err = cidBuilder.Sum(w.Value); err != nil {
+				return nil, fmt.Errorf("repo: %w", err)
+			}
+			c.Results[i].CID = &val
+		}
+		switch w.Action {
+		case ActionCreate:
+			prev, err := tree.Insert(path, val)
+			if err != nil {
+				return nil, fmt.Errorf("repo: %w", err)
+			}
+			if prev != nil {
+				return nil, fmt.Errorf("%w: %s", ErrRecordExists, path)
+			}
+			ops = append(ops, Op{Action: ActionCreate, Path: string(path), CID: &val})
+		case ActionUpdate:
+			cur, err := tree.Get(path)
+			if err != nil {
+				return nil, fmt.Errorf("repo: %w", err)
+			}
+			if cur == nil {
+				return nil, fmt.Errorf("%w: %s", ErrRecordNotFound, path)
+			}
+			if cur.Equals(val) {
+				continue
+			}
+			if _, err := tree.Insert(path, val); err != nil {
+				return nil, fmt.Errorf("repo: %w", err)
+			}
+			ops = append(ops, Op{Action: ActionUpdate, Path: string(path), CID: &val, Prev: cur})
+		case ActionDelete:
+			prev, err := tree.Remove(path)
+			if err != nil {
+				return nil, fmt.Errorf("repo: %w", err)
+			}
+			if prev == nil {
+				continue
+			}
+			ops = append(ops, Op{Action: ActionDelete, Path: string(path), Prev: prev})
+			continue
+		}
+		records = append(records, block{cid: val, data: w.Value})
+	}
+	if len(ops) == 0 {
+		return nil, nil
+	}
+
+	// Dirty nodes are the new ones and those indigo marked as the proof
+	// that makes the ops invertible: together, the MST part of the event.
+	var diff collector
+	data, err := tree.WriteDiffBlocks(ctx, &diff)
+	if err != nil {
+		return nil, fmt.Errorf("repo: %w", err)
+	}
+	rev := nextRev(head.rev)
+	cc, commitBlock, err := signCommit(did, key, *data, rev)
+	if err != nil {
+		return nil, err
+	}
+	since, prevData := head.rev, head.data
+	c.CID, c.Rev, c.Since, c.Data, c.PrevData = cc, rev, &since, *data, &prevData
+	c.Ops, c.commitBlock = ops, commitBlock
+
+	// The event: commit, MST diff and proof, every record written (even one
+	// whose block the repo already held, as the reference sends it).
+	event := make([]block, 0, 1+len(diff.blocks)+len(records))
+	event = append(event, block{cid: cc, data: commitBlock})
+	event = append(event, diff.blocks...)
+	event = appendNew(event, records...)
+	size := 0
+	for _, b := range event {
+		size += len(b.data)
+	}
+	if size > MaxEventBytes {
+		return nil, ErrTooBig
+	}
+	if c.Blocks, err = carBytes(cc, event); err != nil {
+		return nil, err
+	}
+
+	// Dead blocks: nodes loaded from the old tree that the new one no
+	// longer holds (MST node CIDs are unique within a tree: a node is
+	// identified by its keys), the old commit, and the records replaced
+	// unless another record still points at the same block.
+	live := make(map[cid.Cid]struct{}, len(diff.blocks)+len(src.loaded))
+	liveNodes(tree.Root, live)
+	dead := []cid.Cid{head.cid}
+	for _, c := range src.loaded {
+		if _, ok := live[c]; !ok {
+			dead = append(dead, c)
+		}
+	}
+	var replaced []cid.Cid
+	for _, op := range ops {
+		if op.Prev != nil {
+			replaced = append(replaced, *op.Prev)
+		}
+	}
+	bw := newBatch(rev)
+	bw.add(cc, commitBlock)
+	for _, b := range diff.blocks {
+		if !src.wasLoaded(b.cid) {
+			bw.add(b.cid, b.data)
+		}
+	}
+	for _, b := range records {
+		bw.add(b.cid, b.data)
+	}
+
+	// Rows first, so the dead-record check sees the records as they are now.
+	if err := writeRecords(ctx, tx, ops, rev); err != nil {
+		return nil, err
+	}
+	if err := deleteBlocks(ctx, tx, dead, replaced); err != nil {
+		return nil, err
+	}
+	if err := bw.insert(ctx, tx); err != nil {
+		return nil, fmt.Errorf("repo: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE repo_root SET cid = ?, rev = ?, data = ? WHERE id = 1`,
+		cc.Bytes(), rev, data.Bytes()); err != nil {
+		return nil, fmt.Errorf("repo: %w", err)
+	}
+	return c, nil
+}
+
+// checkSwap applies the reference's swapRecord rules to the record's
+// current CID (nil when it does not exist).
+func checkSwap(w Write, cur *cid.Cid) error {
+	fail := &SwapError{Record: true, Path: w.Path(), Current: cur}
+	want := w.SwapRecord
+	mustNotExist := !want.Defined()
+	switch {
+	case w.Action == ActionCreate && !mustNotExist:
+		return fail // a create can only expect no record
+	case w.Action != ActionCreate && mustNotExist:
+		return fail // an update or delete expects a record
+	case mustNotExist && cur != nil:
+		return fail
+	case !mustNotExist && (cur == nil || !cur.Equals(*want)):
+		return fail
+	}
+	return nil
+}
+
+// nextRev is a rev after prev: now, or prev plus one microsecond when the
+// clock is behind (revs of one repo must strictly increase).
+func nextRev(prev string) string {
+	t, err := syntax.ParseTID(prev)
+	if err != nil {
+		return syntax.NewTIDNow(0).String()
+	}
+	clock := syntax.ClockFromTID(t)
+	return clock.Next().String()
+}
+
+// signCommit builds, signs and encodes a version 3 commit.
+func signCommit(did syntax.DID, key atcrypto.PrivateKey, data cid.Cid, rev string) (cid.Cid, []byte, error) {
+	c := indigorepo.Commit{
+		DID:     did.String(),
+		Version: indigorepo.ATPROTO_REPO_VERSION,
+		Data:    data,
+		Rev:     rev,
+	}
+	if err := c.Sign(key); err != nil {
+		return cid.Undef, nil, fmt.Errorf("repo: sign commit: %w", err)
+	}
+	var buf bytes.Buffer
+	if err := c.MarshalCBOR(&buf); err != nil {
+		return cid.Undef, nil, fmt.Errorf("repo: encode commit: %w", err)
+	}
+	cc, err := cidBuilder.Sum(buf.Bytes())
+	if err != nil {
+		return cid.Undef, nil, fmt.Errorf("repo: %w", err)
+	}
+	return cc, buf.Bytes(), nil
+}
