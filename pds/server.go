@@ -381,6 +381,7 @@ func (s *Server) routes() http.Handler {
 	s.registerAppPasswords(x)
 	s.registerIdentity(x)
 	s.registerAccount(x)
+	s.registerAdmin(x)
 	mux.Handle("/xrpc/", x)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)
