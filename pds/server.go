@@ -26,6 +26,7 @@ import (
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/firehose"
 	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/plc"
 	"github.com/fakepds/fakepds/pds/sequencer"
@@ -108,6 +109,7 @@ type Server struct {
 	accounts *account.Manager
 	seq      *sequencer.Sequencer
 	plc      *plc.Directory
+	firehose *firehose.Handler
 	plcKey   *atcrypto.PrivateKeyK256 // signs the PLC operations of every account
 	actors   *actorstore.Cache[*store.DB]
 	settings store.Settings // of the account database, as read back
@@ -181,6 +183,7 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorstore.Opener(s.actorDir(), opts))
+	s.firehose = firehose.New(s.seq, firehose.Options{Clock: s.clock, Logger: s.log})
 	s.settings = s.accounts.DB().Settings()
 
 	// The JWT secret lives in the account database so sessions survive a
@@ -343,6 +346,9 @@ func (s *Server) Close() error {
 			}
 		}
 		cancel()
+		if s.firehose != nil {
+			s.firehose.Close()
+		}
 		errs = append(errs, s.closeStores())
 		if s.tempDir {
 			errs = append(errs, os.RemoveAll(s.dataDir))
@@ -382,6 +388,10 @@ func (s *Server) routes() http.Handler {
 	s.registerIdentity(x)
 	s.registerAccount(x)
 	s.registerAdmin(x)
+	x.Handle(xrpc.Subscription, "com.atproto.sync.subscribeRepos", func(w http.ResponseWriter, r *http.Request) error {
+		s.firehose.ServeHTTP(w, r)
+		return nil
+	})
 	mux.Handle("/xrpc/", x)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)

@@ -16,6 +16,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
@@ -46,6 +47,13 @@ type Handler struct {
 	seq  *sequencer.Sequencer
 	opts Options
 	up   websocket.Upgrader
+
+	// http.Server.Shutdown does not touch hijacked connections, so the
+	// handler tracks its subscribers to end them on Close.
+	mu     sync.Mutex
+	conns  map[*websocket.Conn]context.CancelFunc
+	closed bool
+	wg     sync.WaitGroup
 }
 
 // New returns the subscribeRepos handler.
@@ -65,7 +73,7 @@ func New(seq *sequencer.Sequencer, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Handler{seq: seq, opts: opts, up: websocket.Upgrader{
+	return &Handler{seq: seq, opts: opts, conns: map[*websocket.Conn]context.CancelFunc{}, up: websocket.Upgrader{
 		// Any origin: this is a test server, and relays are not browsers.
 		CheckOrigin: func(*http.Request) bool { return true },
 	}}
@@ -102,8 +110,13 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	defer conn.Close()
-	ctx, cancel := context.WithCancel(r.Context())
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
+	if !h.track(conn, cancel) {
+		h.fail(conn, "InternalServerError", "server shutting down")
+		return
+	}
+	defer h.untrack(conn)
 	// The client sends nothing but control frames; reading them keeps
 	// pongs and its close flowing, and tells us when it has gone.
 	go func() {
@@ -125,6 +138,39 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+}
+
+func (h *Handler) track(conn *websocket.Conn, cancel context.CancelFunc) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.conns[conn] = cancel
+	h.wg.Add(1)
+	return true
+}
+
+func (h *Handler) untrack(conn *websocket.Conn) {
+	h.mu.Lock()
+	delete(h.conns, conn)
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+// Close ends every subscription (with a normal close frame) and waits for
+// their goroutines, so nothing reads the sequencer after it closes.
+func (h *Handler) Close() {
+	h.mu.Lock()
+	h.closed = true
+	for conn, cancel := range h.conns {
+		cancel()
+		deadline := time.Now().Add(time.Second)
+		_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.CloseGoingAway, "server shutting down"), deadline)
+		_ = conn.Close()
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
 }
 
 type streamError struct{ name, message string }
