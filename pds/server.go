@@ -387,6 +387,7 @@ func (s *Server) routes() http.Handler {
 	s.registerAppPasswords(x)
 	s.registerIdentity(x)
 	s.registerAccount(x)
+	s.registerLifecycle(x)
 	s.registerAdmin(x)
 	x.Handle(xrpc.Subscription, "com.atproto.sync.subscribeRepos", func(w http.ResponseWriter, r *http.Request) error {
 		s.firehose.ServeHTTP(w, r)

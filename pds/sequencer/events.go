@@ -156,6 +156,16 @@ func (s *Sequencer) DeleteAccountEvents(ctx context.Context, did string) error {
 	})
 }
 
+// DeleteAccountEventsBefore removes every event of did but the one at
+// keep: an account's deletion sequences #account deleted, then forgets the
+// rest of its history, as the reference does.
+func (s *Sequencer) DeleteAccountEventsBefore(ctx context.Context, did string, keep int64) error {
+	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `DELETE FROM repo_seq WHERE did = ? AND seq != ?`, did, keep)
+		return err
+	})
+}
+
 // Head is the newest seq, 0 when there is none.
 func (s *Sequencer) Head(ctx context.Context) (int64, error) {
 	var seq int64

@@ -1,0 +1,627 @@
+package pds
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/mail"
+	"github.com/fakepds/fakepds/pds/repo"
+	"github.com/fakepds/fakepds/pds/sequencer"
+	"github.com/fakepds/fakepds/pds/store"
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+func (s *Server) registerLifecycle(x *xrpc.Mux) {
+	x.Handle(xrpc.Query, "com.atproto.server.checkAccountStatus", s.checkAccountStatus)
+	x.Handle(xrpc.Procedure, "com.atproto.server.activateAccount", s.activateAccount)
+	x.Handle(xrpc.Procedure, "com.atproto.server.deactivateAccount", s.deactivateAccount)
+	x.Handle(xrpc.Procedure, "com.atproto.server.requestAccountDelete", s.requestAccountDelete)
+	x.Handle(xrpc.Procedure, "com.atproto.server.deleteAccount", s.deleteAccount)
+	x.Handle(xrpc.Procedure, "com.atproto.server.requestEmailConfirmation", s.requestEmailConfirmation)
+	x.Handle(xrpc.Procedure, "com.atproto.server.confirmEmail", s.confirmEmail)
+	x.Handle(xrpc.Procedure, "com.atproto.server.requestPasswordReset", s.requestPasswordReset)
+	x.Handle(xrpc.Procedure, "com.atproto.server.resetPassword", s.resetPassword)
+	x.Handle(xrpc.Procedure, "com.atproto.server.requestEmailUpdate", s.requestEmailUpdate)
+	x.Handle(xrpc.Procedure, "com.atproto.server.updateEmail", s.updateEmail)
+	x.Handle(xrpc.Procedure, "com.atproto.server.createInviteCode", s.createInviteCode)
+	x.Handle(xrpc.Procedure, "com.atproto.server.createInviteCodes", s.createInviteCodes)
+	x.Handle(xrpc.Query, "com.atproto.server.getAccountInviteCodes", s.getAccountInviteCodes)
+}
+
+// withActor runs fn on did's actor store.
+func (s *Server) withActor(ctx context.Context, did string, fn func(db *store.DB) error) error {
+	h, err := s.actors.Acquire(ctx, did)
+	if err != nil {
+		return err
+	}
+	defer h.Release()
+	return fn(h.DB)
+}
+
+// ok answers a procedure with no output: 200, empty body.
+func ok(w http.ResponseWriter) error {
+	w.WriteHeader(http.StatusOK)
+	return nil
+}
+
+// sendMail captures the email the reference would send.
+func (s *Server) sendMail(acc *account.Account, purpose account.Purpose, token, subject string) {
+	s.outbox.Send(mail.Message{
+		To: acc.Email, DID: acc.DID, Purpose: string(purpose), Token: token, Subject: subject,
+		Body: subject + ": " + token, Time: s.clock.Now(),
+	})
+}
+
+// Outbox holds every email the server would have sent.
+func (s *Server) Outbox() *mail.Outbox { return &s.outbox }
+
+func (s *Server) checkAccountStatus(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	acc, err := s.accounts.ByDID(ctx, c.DID)
+	activated := err == nil && acc.TakedownRef == "" && acc.DeactivatedAt == ""
+	var out comatproto.ServerCheckAccountStatus_Output
+	out.Activated = activated
+	err = s.withActor(ctx, c.DID, func(db *store.DB) error {
+		head, rev, err := repo.Head(ctx, db.Reader())
+		if err != nil {
+			return err
+		}
+		out.RepoCommit, out.RepoRev = head.String(), rev
+		for _, q := range []struct {
+			dst *int64
+			sql string
+		}{
+			{&out.RepoBlocks, `SELECT count(*) FROM repo_block`},
+			{&out.IndexedRecords, `SELECT count(*) FROM record`},
+			{&out.ExpectedBlobs, `SELECT count(DISTINCT blob_cid) FROM record_blob`},
+			{&out.ImportedBlobs, `SELECT count(*) FROM blob`},
+		} {
+			if err := db.Reader().QueryRowContext(ctx, q.sql).Scan(q.dst); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	out.ValidDid = s.didDocProblem(ctx, c.DID) == ""
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// didDocProblem says why did's document does not point at this PDS with
+// its keys ("" when it does), in the reference's words.
+func (s *Server) didDocProblem(ctx context.Context, did string) string {
+	d, err := syntax.ParseDID(did)
+	if err != nil || d.Method() != "plc" {
+		return "Could not resolve DID"
+	}
+	data, err := s.plc.Data(ctx, d)
+	if err != nil {
+		return "Could not resolve DID"
+	}
+	srvPub, _ := s.plcKey.PublicKey()
+	hasKey := false
+	for _, k := range data.RotationKeys {
+		hasKey = hasKey || k == srvPub.DIDKey()
+	}
+	if !hasKey {
+		return "Server rotation key not included in PLC DID data"
+	}
+	if svc, ok := data.Services["atproto_pds"]; !ok || svc.Endpoint != s.publicURL() {
+		return "DID document atproto_pds service endpoint does not match PDS public url"
+	}
+	key, err := s.signingKey(ctx, did)
+	if err != nil {
+		return "DID document verification method does not match expected signing key"
+	}
+	pub, _ := key.PublicKey()
+	if data.VerificationMethods["atproto"] != pub.DIDKey() {
+		return "DID document verification method does not match expected signing key"
+	}
+	return ""
+}
+
+func (s *Server) activateAccount(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{})
+	if err != nil {
+		return err
+	}
+	if err := xrpc.NoBody(r); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if p := s.didDocProblem(ctx, c.DID); p != "" {
+		return xrpc.InvalidRequest("", "%s", p)
+	}
+	acc, err := s.accounts.ByDID(ctx, c.DID)
+	if errors.Is(err, account.ErrNotFound) || err == nil && acc.TakedownRef != "" {
+		return xrpc.InvalidRequest("AccountNotFound", "user not found")
+	}
+	if err != nil {
+		return err
+	}
+	if err := s.accounts.Activate(ctx, c.DID); err != nil {
+		return err
+	}
+	acc.DeactivatedAt, acc.DeleteAfter = "", ""
+	if err := s.sequenceActivation(ctx, acc); err != nil {
+		return err
+	}
+	return ok(w)
+}
+
+// sequenceActivation emits what the reference emits when an account is
+// (re)activated, even one already active: #account, #identity, #sync.
+func (s *Server) sequenceActivation(ctx context.Context, acc *account.Account) error {
+	var syncEvt *comatproto.SyncSubscribeRepos_Sync
+	err := s.withActor(ctx, acc.DID, func(db *store.DB) error {
+		var err error
+		syncEvt, err = repo.SyncEvent(ctx, db.Reader(), syntax.DID(acc.DID))
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	_, err = s.seq.Append(ctx, s.clock.Now(),
+		sequencer.Account(acc.DID, statusOf(acc)),
+		sequencer.Identity(acc.DID, handleOrInvalid(acc)),
+		sequencer.Sync(syncEvt),
+	)
+	return err
+}
+
+// statusOf is the #account status of acc: "" when active.
+func statusOf(acc *account.Account) string {
+	if acc.Active() {
+		return ""
+	}
+	return string(acc.Status())
+}
+
+func (s *Server) deactivateAccount(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		DeleteAfter string `json:"deleteAfter"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	var deleteAfter time.Time
+	if in.DeleteAfter != "" {
+		dt, err := syntax.ParseDatetimeLenient(in.DeleteAfter)
+		if err != nil {
+			return xrpc.InvalidRequest("", "Invalid datetime (got %q) at $.deleteAfter", in.DeleteAfter)
+		}
+		deleteAfter = dt.Time()
+	}
+	ctx := r.Context()
+	if err := s.accounts.Deactivate(ctx, c.DID, s.clock.Now(), deleteAfter); errors.Is(err, account.ErrNotFound) {
+		return xrpc.InvalidRequest("", "Account not found")
+	} else if err != nil {
+		return err
+	}
+	acc, err := s.accounts.ByDID(ctx, c.DID)
+	if err != nil {
+		return err
+	}
+	if _, err := s.seq.Append(ctx, s.clock.Now(), sequencer.Account(c.DID, statusOf(acc))); err != nil {
+		return err
+	}
+	return ok(w)
+}
+
+// accountWithEmail finds the caller's account and insists it has an email,
+// as the email flows do.
+func (s *Server) accountWithEmail(ctx context.Context, did string) (*account.Account, error) {
+	acc, err := s.accounts.ByDID(ctx, did)
+	if errors.Is(err, account.ErrNotFound) {
+		return nil, xrpc.InvalidRequest("", "account not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if acc.Email == "" {
+		return nil, xrpc.InvalidRequest("", "account does not have an email address")
+	}
+	return acc, nil
+}
+
+func (s *Server) requestAccountDelete(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	if err := xrpc.NoBody(r); err != nil {
+		return err
+	}
+	acc, err := s.accountWithEmail(r.Context(), c.DID)
+	if err != nil {
+		return err
+	}
+	tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, account.PurposeDeleteAccount, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	s.sendMail(acc, account.PurposeDeleteAccount, tok, "Account Deletion Requested")
+	return ok(w)
+}
+
+// emailTokenError maps the account manager's token errors.
+func emailTokenError(err error) error {
+	switch {
+	case errors.Is(err, account.ErrTokenInvalid):
+		return xrpc.InvalidRequest("InvalidToken", "Token is invalid")
+	case errors.Is(err, account.ErrTokenExpired):
+		return xrpc.InvalidRequest("ExpiredToken", "Token is expired")
+	}
+	return err
+}
+
+func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		DID      *string `json:"did"`
+		Password *string `json:"password"`
+		Token    *string `json:"token"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"did", in.DID}, {"password", in.Password}, {"token", in.Token}} {
+		if f.v == nil {
+			return xrpc.MissingInput(f.name)
+		}
+	}
+	ctx := r.Context()
+	if len(*in.Password) > auth.OldPasswordMaxLength {
+		return xrpc.AuthRequired("", "Password too long. Consider resetting your password.")
+	}
+	acc, err := s.accounts.ByDID(ctx, *in.DID)
+	if errors.Is(err, account.ErrNotFound) {
+		return xrpc.InvalidRequest("", "account not found")
+	}
+	if err != nil {
+		return err
+	}
+	if okPw, err := auth.Verify(*in.Password, acc.PasswordScrypt); err != nil || !okPw {
+		return xrpc.AuthRequired("", "Invalid did or password")
+	}
+	if _, err := s.accounts.CheckEmailToken(ctx, acc.DID, account.PurposeDeleteAccount, *in.Token, s.clock.Now()); err != nil {
+		return emailTokenError(err)
+	}
+	if err := s.removeAccount(ctx, acc.DID); err != nil {
+		return err
+	}
+	return ok(w)
+}
+
+// removeAccount deletes an account as the reference does: its rows, its
+// actor store, an #account deleted event, and every earlier event of the
+// account. The PLC directory is left alone.
+func (s *Server) removeAccount(ctx context.Context, did string) error {
+	if err := s.accounts.Delete(ctx, did); err != nil && !errors.Is(err, account.ErrNotFound) {
+		return err
+	}
+	s.forgetKey(did)
+	s.destroyActorStore(did)
+	evs, err := s.seq.Append(ctx, s.clock.Now(), sequencer.Account(did, string(account.StatusDeleted)))
+	if err != nil {
+		return err
+	}
+	return s.seq.DeleteAccountEventsBefore(ctx, did, evs[0].Seq)
+}
+
+func (s *Server) requestEmailConfirmation(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	if err := xrpc.NoBody(r); err != nil {
+		return err
+	}
+	acc, err := s.accountWithEmail(r.Context(), c.DID)
+	if err != nil {
+		return err
+	}
+	tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, account.PurposeConfirmEmail, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	s.sendMail(acc, account.PurposeConfirmEmail, tok, "Email Confirmation")
+	return ok(w)
+}
+
+func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Email *string `json:"email"`
+		Token *string `json:"token"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Email == nil {
+		return xrpc.MissingInput("email")
+	}
+	if in.Token == nil {
+		return xrpc.MissingInput("token")
+	}
+	ctx := r.Context()
+	acc, err := s.accounts.ByDID(ctx, c.DID)
+	if errors.Is(err, account.ErrNotFound) {
+		return xrpc.InvalidRequest("AccountNotFound", "user not found")
+	}
+	if err != nil {
+		return err
+	}
+	if acc.Email != strings.ToLower(*in.Email) {
+		return xrpc.InvalidRequest("InvalidEmail", "invalid email")
+	}
+	if _, err := s.accounts.CheckEmailToken(ctx, c.DID, account.PurposeConfirmEmail, *in.Token, s.clock.Now()); err != nil {
+		return emailTokenError(err)
+	}
+	if err := s.accounts.DeleteEmailToken(ctx, c.DID, account.PurposeConfirmEmail); err != nil {
+		return err
+	}
+	if err := s.accounts.ConfirmEmail(ctx, c.DID, s.clock.Now()); err != nil {
+		return err
+	}
+	return ok(w)
+}
+
+func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		Email *string `json:"email"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Email == nil {
+		return xrpc.MissingInput("email")
+	}
+	ctx := r.Context()
+	acc, err := s.accounts.ByEmail(ctx, strings.ToLower(*in.Email))
+	if errors.Is(err, account.ErrNotFound) {
+		// The reference says so, revealing that the address is unknown.
+		return xrpc.InvalidRequest("", "account does not have an email address")
+	}
+	if err != nil {
+		return err
+	}
+	tok, err := s.accounts.CreateEmailToken(ctx, acc.DID, account.PurposeResetPassword, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	s.sendMail(acc, account.PurposeResetPassword, tok, "Password Reset Requested")
+	return ok(w)
+}
+
+func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request) error {
+	var in struct {
+		Token    *string `json:"token"`
+		Password *string `json:"password"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Token == nil {
+		return xrpc.MissingInput("token")
+	}
+	if in.Password == nil {
+		return xrpc.MissingInput("password")
+	}
+	if len(*in.Password) > auth.NewPasswordMaxLength {
+		return xrpc.InvalidRequest("", "Invalid password length.")
+	}
+	ctx := r.Context()
+	did, err := s.accounts.CheckEmailToken(ctx, "", account.PurposeResetPassword, *in.Token, s.clock.Now())
+	if err != nil {
+		return emailTokenError(err)
+	}
+	hash, err := s.hasher.Hash(*in.Password)
+	if err != nil {
+		return err
+	}
+	// UpdatePassword also revokes every refresh token, as the reference.
+	if err := s.accounts.UpdatePassword(ctx, did, hash); err != nil {
+		return err
+	}
+	if err := s.accounts.DeleteEmailToken(ctx, did, account.PurposeResetPassword); err != nil {
+		return err
+	}
+	return ok(w)
+}
+
+func (s *Server) requestEmailUpdate(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	if err := xrpc.NoBody(r); err != nil {
+		return err
+	}
+	acc, err := s.accountWithEmail(r.Context(), c.DID)
+	if err != nil {
+		return err
+	}
+	required := acc.EmailConfirmedAt != ""
+	if required {
+		tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, account.PurposeUpdateEmail, s.clock.Now())
+		if err != nil {
+			return err
+		}
+		s.sendMail(acc, account.PurposeUpdateEmail, tok, "Email Update Requested")
+	}
+	xrpc.WriteJSON(w, http.StatusOK, comatproto.ServerRequestEmailUpdate_Output{TokenRequired: required})
+	return nil
+}
+
+func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Email *string `json:"email"`
+		Token *string `json:"token"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Email == nil {
+		return xrpc.MissingInput("email")
+	}
+	if !validEmail(*in.Email) {
+		return xrpc.InvalidRequest("", "This email address is not supported, please use a different email.")
+	}
+	ctx := r.Context()
+	acc, err := s.accounts.ByDID(ctx, c.DID)
+	if errors.Is(err, account.ErrNotFound) {
+		return xrpc.InvalidRequest("", "account not found")
+	}
+	if err != nil {
+		return err
+	}
+	if acc.EmailConfirmedAt != "" && in.Token == nil {
+		return xrpc.InvalidRequest("TokenRequired", "confirmation token required")
+	}
+	if in.Token != nil {
+		if _, err := s.accounts.CheckEmailToken(ctx, c.DID, account.PurposeUpdateEmail, *in.Token, s.clock.Now()); err != nil {
+			return emailTokenError(err)
+		}
+	}
+	err = s.accounts.UpdateEmail(ctx, c.DID, strings.ToLower(*in.Email))
+	if errors.Is(err, account.ErrEmailTaken) {
+		return xrpc.InvalidRequest("", "This email address is already in use, please use a different email.")
+	}
+	if err != nil {
+		return err
+	}
+	return ok(w)
+}
+
+func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request) error {
+	if err := s.admin(r); err != nil {
+		return err
+	}
+	var in struct {
+		UseCount   *int64 `json:"useCount"`
+		ForAccount string `json:"forAccount"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.UseCount == nil {
+		return xrpc.MissingInput("useCount")
+	}
+	if in.ForAccount == "" {
+		in.ForAccount = "admin"
+	}
+	code := account.NewInviteCode(s.cfg.Hostname)
+	if err := s.accounts.CreateInviteCodes(r.Context(), []string{code}, int(*in.UseCount), in.ForAccount, "admin", s.clock.Now()); err != nil {
+		return err
+	}
+	xrpc.WriteJSON(w, http.StatusOK, comatproto.ServerCreateInviteCode_Output{Code: code})
+	return nil
+}
+
+func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request) error {
+	if err := s.admin(r); err != nil {
+		return err
+	}
+	var in struct {
+		CodeCount   *int64   `json:"codeCount"`
+		UseCount    *int64   `json:"useCount"`
+		ForAccounts []string `json:"forAccounts"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.UseCount == nil {
+		return xrpc.MissingInput("useCount")
+	}
+	count := int64(1)
+	if in.CodeCount != nil {
+		count = *in.CodeCount
+	}
+	if len(in.ForAccounts) == 0 {
+		in.ForAccounts = []string{"admin"}
+	}
+	out := comatproto.ServerCreateInviteCodes_Output{Codes: []*comatproto.ServerCreateInviteCodes_AccountCodes{}}
+	for _, acct := range in.ForAccounts {
+		codes := make([]string, count)
+		for i := range codes {
+			codes[i] = account.NewInviteCode(s.cfg.Hostname)
+		}
+		if err := s.accounts.CreateInviteCodes(r.Context(), codes, int(*in.UseCount), acct, "admin", s.clock.Now()); err != nil {
+			return err
+		}
+		out.Codes = append(out.Codes, &comatproto.ServerCreateInviteCodes_AccountCodes{Account: acct, Codes: codes})
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) getAccountInviteCodes(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	includeUsed := q.Get("includeUsed") != "false"
+	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	if acc, err := s.accounts.ByDID(ctx, c.DID); errors.Is(err, account.ErrNotFound) || err == nil && !acc.Active() {
+		return xrpc.InvalidRequest("NotFound", "Account not found")
+	} else if err != nil {
+		return err
+	}
+	codes, err := s.accounts.InviteCodes(ctx, c.DID)
+	if err != nil {
+		return err
+	}
+	out := comatproto.ServerGetAccountInviteCodes_Output{Codes: []*comatproto.ServerDefs_InviteCode{}}
+	for _, ic := range codes {
+		if ic.Disabled || !includeUsed && len(ic.Uses) >= ic.Available {
+			continue
+		}
+		out.Codes = append(out.Codes, inviteView(ic))
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// inviteView is an invite code as the lexicon's inviteCode, uses newest
+// first.
+func inviteView(ic account.InviteCode) *comatproto.ServerDefs_InviteCode {
+	v := &comatproto.ServerDefs_InviteCode{
+		Code: ic.Code, Available: int64(ic.Available), Disabled: ic.Disabled,
+		ForAccount: ic.ForAccount, CreatedBy: ic.CreatedBy, CreatedAt: ic.CreatedAt,
+		Uses: []*comatproto.ServerDefs_InviteCodeUse{},
+	}
+	for i := len(ic.Uses) - 1; i >= 0; i-- {
+		v.Uses = append(v.Uses, &comatproto.ServerDefs_InviteCodeUse{UsedBy: ic.Uses[i].UsedBy, UsedAt: ic.Uses[i].UsedAt})
+	}
+	return v
+}
