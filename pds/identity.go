@@ -2,17 +2,22 @@ package pds
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/identity"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/did-method-plc/go-didplc"
 
 	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/plc"
+	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
@@ -153,6 +158,7 @@ func (s *Server) wellKnownDID(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) registerIdentity(x *xrpc.Mux) {
 	x.Handle(xrpc.Query, "com.atproto.identity.resolveHandle", s.resolveHandle)
+	s.registerIdentityWrites(x)
 }
 
 func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request) error {
@@ -179,4 +185,241 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request) error {
 	// The reference asks its appview or DNS next; fakepds knows only its
 	// own accounts (docs/known-differences.md).
 	return xrpc.InvalidRequest("", "Unable to resolve handle")
+}
+
+func (s *Server) registerIdentityWrites(x *xrpc.Mux) {
+	x.Handle(xrpc.Procedure, "com.atproto.identity.updateHandle", s.updateHandle)
+	x.Handle(xrpc.Query, "com.atproto.identity.getRecommendedDidCredentials", s.getRecommendedDidCredentials)
+	x.Handle(xrpc.Procedure, "com.atproto.identity.requestPlcOperationSignature", s.requestPlcOperationSignature)
+	x.Handle(xrpc.Procedure, "com.atproto.identity.signPlcOperation", s.signPlcOperation)
+	x.Handle(xrpc.Procedure, "com.atproto.identity.submitPlcOperation", s.submitPlcOperation)
+}
+
+func (s *Server) updateHandle(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Handle *string `json:"handle"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Handle == nil {
+		return xrpc.MissingInput("handle")
+	}
+	if err := s.setHandle(r.Context(), c.DID, *in.Handle); err != nil {
+		return err
+	}
+	return ok(w)
+}
+
+// setHandle moves did to handle: a PLC operation, the account row, and an
+// #identity event, as updateHandle and admin.updateAccountHandle do.
+func (s *Server) setHandle(ctx context.Context, did, raw string) error {
+	acc, err := s.accounts.ByDID(ctx, did)
+	if errors.Is(err, account.ErrNotFound) || err == nil && acc.TakedownRef != "" {
+		return xrpc.InvalidRequest("", "Account not found")
+	}
+	if err != nil {
+		return err
+	}
+	handle, err := s.normalizeHandle(raw, false)
+	if err != nil {
+		return err
+	}
+	if !s.isServiceHandle(handle.String()) {
+		// Custom domains must resolve to the DID; fakepds has no DNS.
+		return xrpc.InvalidRequest("", "External handle did not resolve to DID")
+	}
+	if other, err := s.accounts.ByHandle(ctx, handle.String()); err == nil && other.DID != did {
+		return xrpc.InvalidRequest("HandleNotAvailable", "Handle already taken: %s", handle)
+	}
+	d := syntax.DID(did)
+	if d.Method() == "plc" {
+		last, err := s.plc.Last(ctx, d)
+		if err != nil {
+			return err
+		}
+		op, err := plc.CreateUpdate(last, s.plcKey, plc.Fields{Handle: handle})
+		if err != nil {
+			return xrpc.InvalidRequest("", "%v", err)
+		}
+		if err := s.plc.Submit(ctx, d, op); err != nil {
+			return plcError(err)
+		}
+	}
+	if err := s.accounts.UpdateHandle(ctx, did, handle.String()); err != nil {
+		return err
+	}
+	_, err = s.seq.Append(ctx, s.clock.Now(), sequencer.Identity(did, handle.String()))
+	return err
+}
+
+// serverRotationKey is the did:key of the key that signs every account's
+// PLC operations.
+func (s *Server) serverRotationKey() string {
+	pub, _ := s.plcKey.PublicKey()
+	return pub.DIDKey()
+}
+
+func (s *Server) getRecommendedDidCredentials(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	ctx := r.Context()
+	key, err := s.signingKey(ctx, c.DID)
+	if err != nil {
+		return err
+	}
+	pub, _ := key.PublicKey()
+	rotation := []string{}
+	if s.cfg.RecoveryDIDKey != "" {
+		rotation = append(rotation, s.cfg.RecoveryDIDKey)
+	}
+	rotation = append(rotation, s.serverRotationKey())
+	out := map[string]any{
+		"verificationMethods": map[string]string{"atproto": pub.DIDKey()},
+		"rotationKeys":        rotation,
+		"services": map[string]any{
+			"atproto_pds": map[string]string{"type": "AtprotoPersonalDataServer", "endpoint": s.publicURL()},
+		},
+	}
+	if acc, err := s.accounts.ByDID(ctx, c.DID); err == nil && acc.Handle != "" && acc.TakedownRef == "" {
+		out["alsoKnownAs"] = []string{"at://" + acc.Handle}
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) requestPlcOperationSignature(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
+	if err != nil {
+		return err
+	}
+	if err := xrpc.NoBody(r); err != nil {
+		return err
+	}
+	acc, err := s.accountWithEmail(r.Context(), c.DID)
+	if err != nil {
+		return err
+	}
+	tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, account.PurposePLCOperation, s.clock.Now())
+	if err != nil {
+		return err
+	}
+	s.sendMail(acc, account.PurposePLCOperation, tok, "PLC Update Operation Requested")
+	return ok(w)
+}
+
+func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Token               *string                     `json:"token"`
+		RotationKeys        []string                    `json:"rotationKeys"`
+		AlsoKnownAs         []string                    `json:"alsoKnownAs"`
+		VerificationMethods map[string]string           `json:"verificationMethods"`
+		Services            map[string]didplc.OpService `json:"services"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Token == nil || *in.Token == "" {
+		return xrpc.InvalidRequest("", "email confirmation token required to sign PLC operations")
+	}
+	ctx := r.Context()
+	if _, err := s.accounts.CheckEmailToken(ctx, c.DID, account.PurposePLCOperation, *in.Token, s.clock.Now()); err != nil {
+		return emailTokenError(err)
+	}
+	if err := s.accounts.DeleteEmailToken(ctx, c.DID, account.PurposePLCOperation); err != nil {
+		return err
+	}
+	last, err := s.plc.Last(ctx, syntax.DID(c.DID))
+	if err != nil {
+		return err
+	}
+	base, ok := last.(*didplc.RegularOp)
+	if !ok {
+		return xrpc.InvalidRequest("", "Did is tombstoned")
+	}
+	prev := last.CID().String()
+	op := &didplc.RegularOp{
+		Type: "plc_operation", Prev: &prev,
+		RotationKeys: base.RotationKeys, AlsoKnownAs: base.AlsoKnownAs,
+		VerificationMethods: base.VerificationMethods, Services: base.Services,
+	}
+	if in.RotationKeys != nil {
+		op.RotationKeys = in.RotationKeys
+	}
+	if in.AlsoKnownAs != nil {
+		op.AlsoKnownAs = in.AlsoKnownAs
+	}
+	if in.VerificationMethods != nil {
+		op.VerificationMethods = in.VerificationMethods
+	}
+	if in.Services != nil {
+		op.Services = in.Services
+	}
+	if err := op.Sign(s.plcKey); err != nil {
+		return err
+	}
+	xrpc.WriteJSON(w, http.StatusOK, map[string]any{"operation": op})
+	return nil
+}
+
+func (s *Server) submitPlcOperation(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Operation json.RawMessage `json:"operation"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if len(in.Operation) == 0 {
+		return xrpc.MissingInput("operation")
+	}
+	parsed, err := plc.ParseOperation(in.Operation)
+	op, isRegular := parsed.(*didplc.RegularOp)
+	if err != nil || !isRegular {
+		return xrpc.InvalidRequest("", "Invalid operation")
+	}
+	ctx := r.Context()
+	if !slices.Contains(op.RotationKeys, s.serverRotationKey()) {
+		return xrpc.InvalidRequest("", "Rotation keys do not include server's rotation key")
+	}
+	svc, hasPDS := op.Services["atproto_pds"]
+	if !hasPDS || svc.Type != "AtprotoPersonalDataServer" {
+		return xrpc.InvalidRequest("", "Incorrect type on atproto_pds service")
+	}
+	if svc.Endpoint != s.publicURL() {
+		return xrpc.InvalidRequest("", "Incorrect endpoint on atproto_pds service")
+	}
+	key, err := s.signingKey(ctx, c.DID)
+	if err != nil {
+		return err
+	}
+	pub, _ := key.PublicKey()
+	if op.VerificationMethods["atproto"] != pub.DIDKey() {
+		return xrpc.InvalidRequest("", "Incorrect signing key")
+	}
+	if acc, err := s.accounts.ByDID(ctx, c.DID); err == nil && acc.Handle != "" {
+		if len(op.AlsoKnownAs) == 0 || op.AlsoKnownAs[0] != "at://"+acc.Handle {
+			return xrpc.InvalidRequest("", "Incorrect handle in alsoKnownAs")
+		}
+	}
+	if err := s.plc.Submit(ctx, syntax.DID(c.DID), op); err != nil {
+		return plcError(err)
+	}
+	if _, err := s.seq.Append(ctx, s.clock.Now(), sequencer.Identity(c.DID, "")); err != nil {
+		return err
+	}
+	return ok(w)
 }

@@ -249,12 +249,22 @@ func scanEntries(rows *sql.Rows, err error) ([]entry, error) {
 	return es, rows.Err()
 }
 
+// decodeOp decodes a stored operation. Only plc_operation and
+// plc_tombstone are ever stored, and a tombstone's fields are a subset of
+// an operation's, so one pass into a RegularOp reads both (OpEnum decodes
+// twice, which is most of Resolve's cost).
 func decodeOp(b []byte) (didplc.Operation, error) {
-	var e didplc.OpEnum
-	if err := json.Unmarshal(b, &e); err != nil {
+	var r didplc.RegularOp
+	if err := json.Unmarshal(b, &r); err != nil {
 		return nil, fmt.Errorf("plc: stored operation: %w", err)
 	}
-	return e.AsOperation(), nil
+	switch {
+	case r.Type == "plc_operation":
+		return &r, nil
+	case r.Type == "plc_tombstone" && r.Prev != nil:
+		return &didplc.TombstoneOp{Type: r.Type, Prev: *r.Prev, Sig: r.Sig}, nil
+	}
+	return nil, fmt.Errorf("plc: stored operation of type %q", r.Type)
 }
 
 // marshal is json.Marshal without HTML escaping, as JSON.stringify writes.

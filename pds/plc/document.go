@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/identity"
@@ -56,17 +58,8 @@ func (data *Data) Document() *Document {
 	}
 	for _, id := range jsonbOrder(data.VerificationMethods) {
 		key := data.VerificationMethods[id]
-		if pub, err := atcrypto.ParsePublicDIDKey(key); err == nil {
-			var c string
-			switch pub.(type) {
-			case *atcrypto.PublicKeyP256:
-				c = contextP256
-			case *atcrypto.PublicKeyK256:
-				c = contextSecp256k1
-			}
-			if c != "" && !slices.Contains(doc.Context, c) {
-				doc.Context = append(doc.Context, c)
-			}
+		if c := keyContext(key); c != "" && !slices.Contains(doc.Context, c) {
+			doc.Context = append(doc.Context, c)
 		}
 		doc.VerificationMethod = append(doc.VerificationMethod, didplc.DocVerificationMethod{
 			ID:                 did + "#" + id,
@@ -80,6 +73,40 @@ func (data *Data) Document() *Document {
 		doc.Service = append(doc.Service, didplc.DocService{ID: "#" + id, Type: s.Type, ServiceEndpoint: s.Endpoint})
 	}
 	return doc
+}
+
+// keyContexts caches keyContext: parsing a compressed key decompresses
+// the point, which was a quarter of Resolve's time. Bounded: past
+// maxKeyContexts entries, new keys are parsed every time.
+var (
+	keyContexts    sync.Map // did:key -> context ("" for none)
+	keyContextsLen atomic.Int64
+)
+
+const maxKeyContexts = 1 << 14
+
+// keyContext is the JSON-LD context a verification key adds to a document:
+// by key type, none for a key that does not parse (the reference's
+// formatKeyAndContext).
+func keyContext(didKey string) string {
+	if c, ok := keyContexts.Load(didKey); ok {
+		return c.(string)
+	}
+	var c string
+	if pub, err := atcrypto.ParsePublicDIDKey(didKey); err == nil {
+		switch pub.(type) {
+		case *atcrypto.PublicKeyP256:
+			c = contextP256
+		case *atcrypto.PublicKeyK256:
+			c = contextSecp256k1
+		}
+	}
+	if keyContextsLen.Load() < maxKeyContexts {
+		if _, loaded := keyContexts.LoadOrStore(didKey, c); !loaded {
+			keyContextsLen.Add(1)
+		}
+	}
+	return c
 }
 
 // Identity is the document as indigo's identity package reads it (keys,

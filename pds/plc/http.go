@@ -45,12 +45,13 @@ func (d *Directory) newHandler() http.Handler {
 	mux.HandleFunc("GET /{did}/log/audit", d.serveAuditLog)
 	mux.HandleFunc("GET /{did}/log/last", d.serveLast)
 	mux.HandleFunc("POST /{did}", d.serveSubmit)
-	// Anything else gets Express's 404, not net/http's 405.
+	// Anything else gets Express's 404 page, not net/http's 404 or 405.
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "text/html; charset=utf-8")
-		w.WriteHeader(http.StatusNotFound)
-		io.WriteString(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n</head>\n<body>\n<pre>Cannot "+
-			r.Method+" "+html.EscapeString(r.URL.EscapedPath())+"</pre>\n</body>\n</html>\n")
+		w.Header().Set("Content-Security-Policy", "default-src 'none'")
+		w.Header().Set("X-Content-Type-Options", "nosniff")
+		writeRaw(w, http.StatusNotFound, "text/html; charset=utf-8", []byte(
+			"<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n</head>\n<body>\n<pre>Cannot "+
+				r.Method+" "+html.EscapeString(r.URL.RequestURI())+"</pre>\n</body>\n</html>\n"))
 	})
 	return cors(mux)
 }

@@ -264,7 +264,8 @@ func TestDocument(t *testing.T) {
 	}
 	k256 := didKey(t, newKey(t))
 	const ed25519 = "did:key:z6MkhaXgBZDvotDkL5257faiztiGiC2QtKLGpbnnEGta2doK"
-	did, op, err := plc.CreateGenesis(rot, plc.Fields{SigningKey: k256, Handle: "doc.test", PDS: "pds.example.test"})
+	// Extra entries are added after CreateGenesis, so the op is signed again.
+	_, op, err := plc.CreateGenesis(rot, plc.Fields{SigningKey: k256, Handle: "doc.test", PDS: "pds.example.test"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -275,8 +276,11 @@ func TestDocument(t *testing.T) {
 	if err := op.Sign(rot); err != nil {
 		t.Fatal(err)
 	}
-	d, _ := op.DID()
-	did = syntax.DID(d)
+	d, err := op.DID()
+	if err != nil {
+		t.Fatal(err)
+	}
+	did := syntax.DID(d)
 	if res := f.post(t, d, op); res.status != 200 {
 		t.Fatalf("submit: %d %s", res.status, res.body)
 	}
