@@ -21,6 +21,9 @@ type PDS struct {
 	url           string
 	plcURL        string
 	adminPassword string
+
+	domainOnce sync.Once
+	domain     string
 }
 
 // URL is the PDS's base URL (XRPC under /xrpc/).
@@ -65,7 +68,7 @@ func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
 		srv.Close()
 		return nil, err
 	}
-	return &PDS{srv: srv, clock: c, url: srv.URL(), adminPassword: srv.AdminPassword()}, nil
+	return &PDS{srv: srv, clock: c, url: srv.URL(), plcURL: srv.PLCURL(), adminPassword: srv.AdminPassword()}, nil
 }
 
 // Close stops a PDS this process started; an attached one is left running.

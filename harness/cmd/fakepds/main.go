@@ -1,6 +1,6 @@
 // Command fakepds runs an AT Protocol PDS for tests.
 //
-//	fakepds serve [--addr HOST:PORT] [--dir DIR]
+//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR]
 //
 // Once the server answers, serve prints exactly one JSON line on stdout
 // (see docs/development.md: tools in other languages rely on it) and runs
@@ -57,9 +57,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 // Ready is the JSON line serve prints once the server answers. Its fields
 // are a stable interface: add, never rename or remove.
 type Ready struct {
-	URL   string `json:"url"`
-	Fsync bool   `json:"fsync"`
-	Dir   string `json:"dir"`
+	URL           string `json:"url"`
+	PLCURL        string `json:"plcUrl"`
+	AdminPassword string `json:"adminPassword"`
+	Fsync         bool   `json:"fsync"`
+	Dir           string `json:"dir"`
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -71,6 +73,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address HOST:PORT (default 127.0.0.1:0, or "+env.Addr+")")
+	fs.StringVar(&cfg.PLCAddr, "plc-addr", cfg.PLCAddr, "listen address of the PLC directory (default 127.0.0.1:0)")
 	fs.StringVar(&cfg.DataDir, "dir", cfg.DataDir, "data directory, kept after exit (default: a temporary one, removed; or "+env.Dir+")")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -87,7 +90,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		srv.Close()
 		return err
 	}
-	line, _ := json.Marshal(Ready{URL: srv.URL(), Fsync: srv.Fsync(), Dir: srv.DataDir()})
+	line, _ := json.Marshal(Ready{URL: srv.URL(), PLCURL: srv.PLCURL(), AdminPassword: srv.AdminPassword(), Fsync: srv.Fsync(), Dir: srv.DataDir()})
 	fmt.Fprintf(stdout, "%s\n", line)
 
 	<-ctx.Done()
@@ -98,9 +101,9 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `fakepds: an AT Protocol PDS for tests
 
 Usage:
-  fakepds serve [--addr HOST:PORT] [--dir DIR]
+  fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR]
       Serve until SIGINT or SIGTERM. Once the server answers, print one JSON
-      line on stdout: {"url": ..., "fsync": false|true, "dir": ...}.
+      line on stdout: {"url", "plcUrl", "adminPassword", "fsync", "dir"}.
       Logs go to stderr.
   fakepds help
       This text.

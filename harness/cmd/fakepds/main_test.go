@@ -56,14 +56,17 @@ func TestServe(t *testing.T) {
 				t.Fatalf("no JSON line; stderr:\n%s", stderr.String())
 			}
 			var ready struct {
-				URL   string `json:"url"`
-				Fsync *bool  `json:"fsync"`
-				Dir   string `json:"dir"`
+				URL           string `json:"url"`
+				PLCURL        string `json:"plcUrl"`
+				AdminPassword string `json:"adminPassword"`
+				Fsync         *bool  `json:"fsync"`
+				Dir           string `json:"dir"`
 			}
 			if err := json.Unmarshal(sc.Bytes(), &ready); err != nil {
 				t.Fatalf("line %q: %v", sc.Text(), err)
 			}
-			if !strings.HasPrefix(ready.URL, "http://127.0.0.1:") || ready.Fsync == nil || *ready.Fsync != tc.want || ready.Dir != dir {
+			if !strings.HasPrefix(ready.URL, "http://127.0.0.1:") || !strings.HasPrefix(ready.PLCURL, "http://127.0.0.1:") ||
+				ready.AdminPassword != "pw" || ready.Fsync == nil || *ready.Fsync != tc.want || ready.Dir != dir {
 				t.Fatalf("ready line %s", sc.Text())
 			}
 			// The line is printed only once the server answers.
@@ -74,6 +77,9 @@ func TestServe(t *testing.T) {
 			resp.Body.Close()
 			if resp.StatusCode != 200 {
 				t.Fatalf("health %d", resp.StatusCode)
+			}
+			if resp, err := http.Get(ready.PLCURL + "/_health"); err != nil || resp.StatusCode != 200 {
+				t.Fatalf("PLC health: %v", err)
 			}
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)
