@@ -192,20 +192,20 @@ func readSettings(ctx context.Context, db *sql.DB) (Settings, error) {
 	var s Settings
 	var busyMS int64
 	var fk int
-	for _, p := range []struct {
-		name string
-		dst  any
-	}{
-		{"journal_mode", &s.JournalMode},
-		{"synchronous", &s.Synchronous},
-		{"busy_timeout", &busyMS},
-		{"foreign_keys", &fk},
-		{"journal_size_limit", &s.JournalSizeLimit},
-		{"wal_autocheckpoint", &s.WALAutoCheckpoint},
-	} {
-		if err := db.QueryRowContext(ctx, "PRAGMA "+p.name).Scan(p.dst); err != nil {
-			return Settings{}, fmt.Errorf("read back PRAGMA %s: %w", p.name, err)
-		}
+	// Few round trips: opening an actor store is on createAccount's path.
+	// wal_autocheckpoint has no table-valued form, so it is asked alone.
+	err := db.QueryRowContext(ctx, `SELECT
+		(SELECT journal_mode FROM pragma_journal_mode),
+		(SELECT synchronous FROM pragma_synchronous),
+		(SELECT timeout FROM pragma_busy_timeout),
+		(SELECT foreign_keys FROM pragma_foreign_keys),
+		(SELECT journal_size_limit FROM pragma_journal_size_limit)`).
+		Scan(&s.JournalMode, &s.Synchronous, &busyMS, &fk, &s.JournalSizeLimit)
+	if err == nil {
+		err = db.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&s.WALAutoCheckpoint)
+	}
+	if err != nil {
+		return Settings{}, fmt.Errorf("read back pragmas: %w", err)
 	}
 	s.JournalMode = strings.ToLower(s.JournalMode)
 	s.BusyTimeout = time.Duration(busyMS) * time.Millisecond
