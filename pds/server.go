@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"log/slog"
 	"net"
 	"net/http"
@@ -119,6 +120,10 @@ type Server struct {
 	hasher auth.Hasher
 	keys   keyCache
 	outbox mail.Outbox
+	// tids mints record keys for createRecord; one clock per server so
+	// keys only increase.
+	tids      *syntax.TIDClock
+	repoLocks repoLocks
 
 	handler http.Handler
 
@@ -138,7 +143,7 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock}
+	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, tids: syntax.NewTIDClock(0)}
 	s.hasher = auth.Hasher{N: auth.CheapScryptN}
 	if cfg.ReferencePasswordCost {
 		s.hasher.N = auth.ReferenceScryptN
@@ -388,6 +393,8 @@ func (s *Server) routes() http.Handler {
 	s.registerIdentity(x)
 	s.registerAccount(x)
 	s.registerLifecycle(x)
+	s.registerRepo(x)
+	s.registerSync(x)
 	s.registerAdmin(x)
 	x.Handle(xrpc.Subscription, "com.atproto.sync.subscribeRepos", func(w http.ResponseWriter, r *http.Request) error {
 		s.firehose.ServeHTTP(w, r)

@@ -320,3 +320,26 @@ func mustAffect(res sql.Result) error {
 	}
 	return nil
 }
+
+// List returns up to limit accounts in creation order (then DID), after
+// the given (createdAt, did) position; "" starts at the beginning.
+func (m *Manager) List(ctx context.Context, afterTime, afterDID string, limit int) ([]*Account, error) {
+	rows, err := m.db.Reader().QueryContext(ctx, selectAccount+`WHERE (a.created_at, a.did) > (?, ?) ORDER BY a.created_at, a.did LIMIT ?`,
+		afterTime, afterDID, limit)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Account
+	for rows.Next() {
+		var a Account
+		var inv int
+		if err := rows.Scan(&a.DID, &a.Handle, &a.CreatedAt, &a.TakedownRef, &a.DeactivatedAt, &a.DeleteAfter,
+			&a.Email, &a.EmailConfirmedAt, &inv, &a.PasswordScrypt); err != nil {
+			return nil, err
+		}
+		a.InvitesDisabled = inv != 0
+		out = append(out, &a)
+	}
+	return out, rows.Err()
+}

@@ -125,8 +125,7 @@ func ExportCAR(ctx context.Context, q Querier, w io.Writer, since string) error 
 // root down to the record and the record itself. For a missing record the
 // nodes prove its absence, as the reference answers.
 func RecordProofCAR(ctx context.Context, tx *sql.Tx, collection syntax.NSID, rkey syntax.RecordKey, w io.Writer) error {
-	src := newNodeSource(ctx, tx)
-	defer src.close()
+	src := &nodeSource{st: newTxStmts(ctx, tx, nil)}
 	h, err := src.head()
 	if err != nil {
 		return err
@@ -188,7 +187,7 @@ func RecordProofCAR(ctx context.Context, tx *sql.Tx, collection syntax.NSID, rke
 func GetBlocks(ctx context.Context, q Querier, cids []cid.Cid, w io.Writer) ([]cid.Cid, error) {
 	found := make(map[cid.Cid][]byte, len(cids))
 	for rest := cids; len(rest) > 0; {
-		n := min(len(rest), batchRows)
+		n := min(len(rest), 500)
 		args := make([]any, n)
 		for i, c := range rest[:n] {
 			args[i] = c.Bytes()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"path/filepath"
 	"testing"
 	"time"
@@ -25,6 +26,7 @@ import (
 type fixture struct {
 	t    testing.TB
 	db   *store.DB
+	w    *repo.Writer // nil: the package-level Apply
 	did  syntax.DID
 	key  atcrypto.PrivateKey
 	pub  atcrypto.PublicKey
@@ -54,6 +56,19 @@ func newKey(t testing.TB) (atcrypto.PrivateKey, atcrypto.PublicKey) {
 	return key, pub
 }
 
+// withWriter gives the fixture a repo.Writer, as the server has one per
+// open actor store.
+func (f *fixture) withWriter() *fixture {
+	f.t.Helper()
+	w, err := repo.NewWriter(context.Background(), f.db.Writer())
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	f.t.Cleanup(func() { w.Close() })
+	f.w = w
+	return f
+}
+
 // newFixture creates an empty repo in a fresh store under dir (a temp dir
 // when empty) and checks its commit.
 func newFixture(t testing.TB, dir string) *fixture {
@@ -79,7 +94,11 @@ func (f *fixture) apply(writes []repo.Write, swapCommit *cid.Cid) (*repo.Commit,
 	var c *repo.Commit
 	err := f.db.Write(context.Background(), func(tx *sql.Tx) error {
 		var err error
-		c, err = repo.Apply(context.Background(), tx, f.did, f.key, writes, swapCommit)
+		if f.w != nil {
+			c, err = f.w.Apply(context.Background(), tx, f.did, f.key, writes, swapCommit)
+		} else {
+			c, err = repo.Apply(context.Background(), tx, f.did, f.key, writes, swapCommit)
+		}
 		return err
 	})
 	return c, err
@@ -97,10 +116,12 @@ func (f *fixture) mustApply(writes ...repo.Write) *repo.Commit {
 		f.t.Fatal("no commit")
 	}
 	f.checkCommit(c)
+	f.checkHead(c)
 	return c
 }
 
-// checkCommit checks c follows the fixture's head and that its #commit
+// checkCommit checks c follows the fixture's head (and makes it the head)
+// and that its #commit
 // event, through a CBOR round trip, passes indigo's inductive firehose
 // verification and carries a valid signature.
 func (f *fixture) checkCommit(c *repo.Commit) {
@@ -129,11 +150,16 @@ func (f *fixture) checkCommit(c *repo.Commit) {
 	if err := commit.VerifySignature(f.pub); err != nil {
 		f.t.Fatalf("signature: %v", err)
 	}
+	f.head = c
+}
+
+// checkHead checks c is the repo's head.
+func (f *fixture) checkHead(c *repo.Commit) {
+	f.t.Helper()
 	head, rev, err := repo.Head(context.Background(), f.db.Reader())
 	if err != nil || !head.Equals(c.CID) || rev != c.Rev {
 		f.t.Fatalf("Head = %s %s %v, want %s %s", head, rev, err, c.CID, c.Rev)
 	}
-	f.head = c
 }
 
 // roundTrip encodes and decodes a #commit as the sequencer and a consumer
@@ -295,4 +321,17 @@ func cidOf(t testing.TB, b []byte) cid.Cid {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// atdataParse encodes a record written in the JSON data model as DAG-CBOR.
+func atdataParse(m map[string]any) ([]byte, error) {
+	j, err := json.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	obj, err := atdata.UnmarshalJSON(j)
+	if err != nil {
+		return nil, err
+	}
+	return atdata.MarshalCBOR(obj)
 }

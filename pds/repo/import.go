@@ -139,7 +139,8 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 
-	if err := writeRecords(ctx, tx, ops, commit.Rev); err != nil {
+	st := newTxStmts(ctx, tx, nil)
+	if err := writeRecords(st, ops, commit.Rev); err != nil {
 		return nil, err
 	}
 	// Keep exactly the blocks of the new repo: its commit and nodes, and
@@ -151,7 +152,7 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 	for _, c := range records {
 		keep[c] = struct{}{}
 	}
-	if err := deleteBlocksExcept(ctx, tx, keep); err != nil {
+	if err := deleteBlocksExcept(st, keep); err != nil {
 		return nil, err
 	}
 	filled := bw.blocks[:0]
@@ -161,8 +162,8 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 		}
 	}
 	bw.blocks = filled
-	if err := bw.insert(ctx, tx); err != nil {
-		return nil, fmt.Errorf("repo: import: %w", err)
+	if err := bw.insert(st); err != nil {
+		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET did = excluded.did, cid = excluded.cid, rev = excluded.rev, data = excluded.data`,
@@ -199,8 +200,8 @@ func allRecords(ctx context.Context, tx *sql.Tx) (map[string]cid.Cid, error) {
 }
 
 // deleteBlocksExcept deletes every block not in keep.
-func deleteBlocksExcept(ctx context.Context, tx *sql.Tx, keep map[cid.Cid]struct{}) error {
-	rows, err := tx.QueryContext(ctx, `SELECT cid FROM repo_block`)
+func deleteBlocksExcept(st *txStmts, keep map[cid.Cid]struct{}) error {
+	rows, err := st.tx.QueryContext(st.ctx, `SELECT cid FROM repo_block`)
 	if err != nil {
 		return fmt.Errorf("repo: import: %w", err)
 	}
@@ -225,5 +226,5 @@ func deleteBlocksExcept(ctx context.Context, tx *sql.Tx, keep map[cid.Cid]struct
 	if err != nil {
 		return fmt.Errorf("repo: import: %w", err)
 	}
-	return deleteBlocks(ctx, tx, drop, nil)
+	return deleteBlocks(st, drop, nil)
 }

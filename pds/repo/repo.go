@@ -210,8 +210,8 @@ func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Privat
 		bw.add(b.cid, b.data)
 	}
 	bw.add(cc, commitBlock)
-	if err := bw.insert(ctx, tx); err != nil {
-		return nil, fmt.Errorf("repo: create: %w", err)
+	if err := bw.insert(newTxStmts(ctx, tx, nil)); err != nil {
+		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)`,
 		did.String(), cc.Bytes(), rev, data.Bytes()); err != nil {
@@ -236,14 +236,18 @@ func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Privat
 // Differs from the reference: its applyWrites fails a delete of a missing
 // record with an internal error; here it is skipped.
 //
-// On error the tree may be half changed in memory and rows half written:
-// the caller must roll tx back (store.DB.Write does when fn fails).
+// On error, rows may be half written: the caller must roll tx back
+// (store.DB.Write does when fn fails). Apply prepares its statements on tx
+// each call; a server should use a Writer's Apply, which reuses them.
 func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid) (*Commit, error) {
+	return apply(ctx, newTxStmts(ctx, tx, nil), did, key, writes, swapCommit)
+}
+
+func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid) (*Commit, error) {
 	if len(writes) > MaxWrites {
 		return nil, ErrTooManyWrites
 	}
-	src := newNodeSource(ctx, tx)
-	defer src.close()
+	src := &nodeSource{st: st}
 	head, err := src.head()
 	if err != nil {
 		return nil, err
@@ -284,6 +288,7 @@ func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Private
 	c := &Commit{DID: did, Results: make([]Result, len(writes))}
 	ops := make([]Op, 0, len(writes))
 	var records []block // record blocks written, for the tables and the event
+	var recordPaths [][]byte
 	for i, w := range writes {
 		path := paths[i]
 		if err := src.hydrate(tree.Root, path); err != nil {
@@ -334,6 +339,7 @@ func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Private
 			continue
 		}
 		records = append(records, block{cid: val, data: w.Value})
+		recordPaths = append(recordPaths, path)
 	}
 	if len(ops) == 0 {
 		return nil, nil
@@ -346,6 +352,7 @@ func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Private
 	if err != nil {
 		return nil, fmt.Errorf("repo: %w", err)
 	}
+	src.cacheNew(tree.Root, diff.blocks)
 	rev := nextRev(head.rev)
 	cc, commitBlock, err := signCommit(did, key, *data, rev)
 	if err != nil {
@@ -397,23 +404,25 @@ func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Private
 			bw.add(b.cid, b.data)
 		}
 	}
-	for _, b := range records {
-		bw.add(b.cid, b.data)
+	for i, b := range records {
+		// Only records still there: a batch may write a path twice.
+		if cur, err := tree.Get(recordPaths[i]); err == nil && cur != nil && cur.Equals(b.cid) {
+			bw.add(b.cid, b.data)
+		}
 	}
 
 	// Rows first, so the dead-record check sees the records as they are now.
-	if err := writeRecords(ctx, tx, ops, rev); err != nil {
+	if err := writeRecords(st, ops, rev); err != nil {
 		return nil, err
 	}
-	if err := deleteBlocks(ctx, tx, dead, replaced); err != nil {
+	if err := deleteBlocks(st, dead, replaced); err != nil {
 		return nil, err
 	}
-	if err := bw.insert(ctx, tx); err != nil {
-		return nil, fmt.Errorf("repo: %w", err)
+	if err := bw.insert(st); err != nil {
+		return nil, err
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE repo_root SET cid = ?, rev = ?, data = ? WHERE id = 1`,
-		cc.Bytes(), rev, data.Bytes()); err != nil {
-		return nil, fmt.Errorf("repo: %w", err)
+	if err := st.exec(stmtSetRoot, cc.Bytes(), rev, data.Bytes()); err != nil {
+		return nil, fmt.Errorf("repo: set root: %w", err)
 	}
 	return c, nil
 }

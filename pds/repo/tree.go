@@ -65,34 +65,24 @@ type head struct {
 	root *mst.Node
 }
 
-// nodeSource loads MST nodes of one repo from repo_block, on demand. It
-// keeps the CIDs of what it loaded: after a write, those the tree no
-// longer holds are the blocks the write made dead.
+// nodeSource loads MST nodes of one repo, from the node cache or
+// repo_block. It keeps the CIDs of what it loaded: after a write, those the
+// tree no longer holds are the blocks the write made dead.
 type nodeSource struct {
-	ctx    context.Context
-	tx     *sql.Tx
-	get    *sql.Stmt // prepared on first use: a write loads a few nodes
+	st     *txStmts
 	loaded []cid.Cid
 	raw    [][]byte // bytes of loaded[i], for proofs
 }
 
-func newNodeSource(ctx context.Context, tx *sql.Tx) *nodeSource {
-	return &nodeSource{ctx: ctx, tx: tx}
-}
-
-func (s *nodeSource) close() {
-	if s.get != nil {
-		s.get.Close()
-	}
-}
-
-// head reads the repo root and its MST root node in one statement.
+// head reads the repo root and loads its MST root node.
 func (s *nodeSource) head() (*head, error) {
 	var h head
-	var cc, data, content []byte
-	err := s.tx.QueryRowContext(s.ctx, `SELECT r.did, r.cid, r.rev, r.data, b.content
-		FROM repo_root r LEFT JOIN repo_block b ON b.cid = r.data WHERE r.id = 1`).
-		Scan(&h.did, &cc, &h.rev, &data, &content)
+	var cc, data []byte
+	st, err := s.st.stmt(stmtHead)
+	if err != nil {
+		return nil, err
+	}
+	err = st.QueryRowContext(s.st.ctx).Scan(&h.did, &cc, &h.rev, &data)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrRepoNotFound
 	}
@@ -105,10 +95,7 @@ func (s *nodeSource) head() (*head, error) {
 	if h.data, err = cid.Cast(data); err != nil {
 		return nil, fmt.Errorf("repo: root data cid: %w", err)
 	}
-	if content == nil {
-		return nil, fmt.Errorf("repo: MST root %s: block missing", h.data)
-	}
-	if h.root, err = s.decode(h.data, content, -1); err != nil {
+	if h.root, err = s.node(h.data, -1); err != nil {
 		return nil, err
 	}
 	return &h, nil
@@ -116,15 +103,12 @@ func (s *nodeSource) head() (*head, error) {
 
 // block reads one block's bytes.
 func (s *nodeSource) block(c cid.Cid) ([]byte, error) {
-	if s.get == nil {
-		st, err := s.tx.PrepareContext(s.ctx, `SELECT content FROM repo_block WHERE cid = ?`)
-		if err != nil {
-			return nil, fmt.Errorf("repo: %w", err)
-		}
-		s.get = st
+	st, err := s.st.stmt(stmtGetBlock)
+	if err != nil {
+		return nil, err
 	}
 	var b []byte
-	err := s.get.QueryRowContext(s.ctx, c.Bytes()).Scan(&b)
+	err = st.QueryRowContext(s.st.ctx, c.Bytes()).Scan(&b)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, fmt.Errorf("repo: block %s missing", c)
 	}
@@ -134,23 +118,25 @@ func (s *nodeSource) block(c cid.Cid) ([]byte, error) {
 	return b, nil
 }
 
-// node loads the node c at height (-1: unknown, as for the root).
+// node loads the node c at height (-1: unknown, as for the root), from the
+// cache or else from repo_block.
 func (s *nodeSource) node(c cid.Cid, height int) (*mst.Node, error) {
-	b, err := s.block(c)
-	if err != nil {
-		return nil, err
+	cn := nodes.get(c)
+	if cn == nil {
+		b, err := s.block(c)
+		if err != nil {
+			return nil, err
+		}
+		nd, err := mst.NodeDataFromCBOR(bytes.NewReader(b))
+		if err != nil {
+			return nil, fmt.Errorf("repo: MST node %s: %w", c, err)
+		}
+		cn = &cachedNode{cid: c, raw: b, nd: nd}
+		nodes.put(cn)
 	}
-	return s.decode(c, b, height)
-}
-
-func (s *nodeSource) decode(c cid.Cid, b []byte, height int) (*mst.Node, error) {
-	nd, err := mst.NodeDataFromCBOR(bytes.NewReader(b))
-	if err != nil {
-		return nil, fmt.Errorf("repo: MST node %s: %w", c, err)
-	}
-	n := nd.Node(&c)
+	n := cn.nd.Node(&c)
 	s.loaded = append(s.loaded, c)
-	s.raw = append(s.raw, b)
+	s.raw = append(s.raw, cn.raw)
 	switch {
 	case height >= 0:
 		// indigo derives a node's height from its first key, and a node of
@@ -170,6 +156,26 @@ func (s *nodeSource) decode(c cid.Cid, b []byte, height int) (*mst.Node, error) 
 		n.Height = child.Height + 1
 	}
 	return &n, nil
+}
+
+// cacheNew puts the nodes a write made (in memory, clean after
+// WriteDiffBlocks) in the node cache: the next write on this repo starts
+// from them.
+func (s *nodeSource) cacheNew(n *mst.Node, written []block) {
+	for _, b := range written {
+		if n.CID != nil && b.cid.Equals(*n.CID) {
+			if !s.wasLoaded(b.cid) {
+				nd := n.NodeData()
+				nodes.put(&cachedNode{cid: b.cid, raw: b.data, nd: &nd})
+			}
+			break
+		}
+	}
+	for i := range n.Entries {
+		if c := n.Entries[i].Child; c != nil {
+			s.cacheNew(c, written)
+		}
+	}
 }
 
 func (s *nodeSource) wasLoaded(c cid.Cid) bool { return s.rawOf(c) != nil }
@@ -238,13 +244,7 @@ func liveNodes(n *mst.Node, set map[cid.Cid]struct{}) {
 	}
 }
 
-// batchRows bounds the rows of one multi-row statement, well under
-// SQLite's limit on bound parameters.
-const batchRows = 300
-
-// batch collects blocks to insert at one rev. One multi-row INSERT costs
-// about what one single-row statement does, so a write inserts all its
-// blocks in one.
+// batch collects the blocks a commit stores, once each.
 type batch struct {
 	rev    string
 	blocks []block
@@ -254,92 +254,56 @@ func newBatch(rev string) *batch { return &batch{rev: rev} }
 
 func (b *batch) add(c cid.Cid, data []byte) { b.blocks = appendNew(b.blocks, block{c, data}) }
 
-// insert writes the blocks; one already present keeps its rev, as in the
+// insert stores the blocks; one already present keeps its rev, as in the
 // reference (the same record content written twice is one block).
-func (b *batch) insert(ctx context.Context, tx *sql.Tx) error {
+func (b *batch) insert(st *txStmts) error {
+	args := make([]any, 1+2*putRows)
+	args[0] = b.rev
 	for rest := b.blocks; len(rest) > 0; {
-		n := min(len(rest), batchRows)
-		args := make([]any, 0, 3*n)
-		for _, bl := range rest[:n] {
-			args = append(args, bl.cid.Bytes(), b.rev, bl.data)
+		n := min(len(rest), putRows)
+		for i := range putRows {
+			args[1+2*i], args[2+2*i] = nil, nil
+			if i < n {
+				args[1+2*i], args[2+2*i] = rest[i].cid.Bytes(), rest[i].data
+			}
 		}
-		q := `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content) VALUES ` + rows(n, "(?, ?, ?)")
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
-			return err
+		if err := st.exec(stmtPutBlocks, args...); err != nil {
+			return fmt.Errorf("repo: store blocks: %w", err)
 		}
 		rest = rest[n:]
 	}
 	return nil
 }
 
-// rows is n copies of row, comma separated.
-func rows(n int, row string) string {
-	var sb strings.Builder
-	sb.Grow(n * (len(row) + 2))
-	for i := range n {
-		if i > 0 {
-			sb.WriteString(", ")
-		}
-		sb.WriteString(row)
-	}
-	return sb.String()
-}
-
 // writeRecords updates the record table for ops.
-func writeRecords(ctx context.Context, tx *sql.Tx, ops []Op, rev string) error {
-	var put, del []any
+func writeRecords(st *txStmts, ops []Op, rev string) error {
 	for _, op := range ops {
 		coll, rkey, _ := strings.Cut(op.Path, "/")
+		var err error
 		if op.CID != nil {
-			put = append(put, coll, rkey, op.CID.Bytes(), rev)
+			err = st.exec(stmtPutRecord, coll, rkey, op.CID.Bytes(), rev)
 		} else {
-			del = append(del, coll, rkey)
+			err = st.exec(stmtDelRecord, coll, rkey)
 		}
-	}
-	for len(put) > 0 {
-		n := min(len(put)/4, batchRows)
-		q := `INSERT INTO record (collection, rkey, cid, repo_rev) VALUES ` + rows(n, "(?, ?, ?, ?)") +
-			` ON CONFLICT (collection, rkey) DO UPDATE SET cid = excluded.cid, repo_rev = excluded.repo_rev`
-		if _, err := tx.ExecContext(ctx, q, put[:4*n]...); err != nil {
-			return fmt.Errorf("repo: write records: %w", err)
+		if err != nil {
+			return fmt.Errorf("repo: write record %s: %w", op.Path, err)
 		}
-		put = put[4*n:]
-	}
-	for len(del) > 0 {
-		n := min(len(del)/2, batchRows)
-		q := `DELETE FROM record WHERE (collection, rkey) IN (VALUES ` + rows(n, "(?, ?)") + `)`
-		if _, err := tx.ExecContext(ctx, q, del[:2*n]...); err != nil {
-			return fmt.Errorf("repo: delete records: %w", err)
-		}
-		del = del[2*n:]
 	}
 	return nil
 }
 
 // deleteBlocks deletes the dead blocks, and the replaced record blocks no
-// record points at any more, in one statement when they fit in one.
-func deleteBlocks(ctx context.Context, tx *sql.Tx, dead, replaced []cid.Cid) error {
-	for len(dead) > 0 || len(replaced) > 0 {
-		nd := min(len(dead), batchRows)
-		nr := min(len(replaced), batchRows-nd)
-		args := make([]any, 0, nd+nr)
-		for _, c := range dead[:nd] {
-			args = append(args, c.Bytes())
-		}
-		for _, c := range replaced[:nr] {
-			args = append(args, c.Bytes())
-		}
-		q := `DELETE FROM repo_block WHERE cid IN (` + rows(nd, "?") + `)`
-		if nd == 0 {
-			q = `DELETE FROM repo_block WHERE false`
-		}
-		if nr > 0 {
-			q += ` OR (cid IN (` + rows(nr, "?") + `) AND NOT EXISTS (SELECT 1 FROM record WHERE record.cid = repo_block.cid))`
-		}
-		if _, err := tx.ExecContext(ctx, q, args...); err != nil {
+// record points at any more.
+func deleteBlocks(st *txStmts, dead, replaced []cid.Cid) error {
+	for _, c := range dead {
+		if err := st.exec(stmtDelBlock, c.Bytes()); err != nil {
 			return fmt.Errorf("repo: delete blocks: %w", err)
 		}
-		dead, replaced = dead[nd:], replaced[nr:]
+	}
+	for _, c := range replaced {
+		if err := st.exec(stmtDelReplaced, c.Bytes()); err != nil {
+			return fmt.Errorf("repo: delete blocks: %w", err)
+		}
 	}
 	return nil
 }

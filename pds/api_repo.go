@@ -1,0 +1,639 @@
+package pds
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"hash/fnv"
+	"net/http"
+	"strconv"
+	"sync"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/atdata"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/repo"
+	"github.com/fakepds/fakepds/pds/sequencer"
+	"github.com/fakepds/fakepds/pds/store"
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+func (s *Server) registerRepo(x *xrpc.Mux) {
+	x.Handle(xrpc.Procedure, "com.atproto.repo.createRecord", s.createRecord)
+	x.Handle(xrpc.Procedure, "com.atproto.repo.putRecord", s.putRecord)
+	x.Handle(xrpc.Procedure, "com.atproto.repo.deleteRecord", s.deleteRecord)
+	x.Handle(xrpc.Procedure, "com.atproto.repo.applyWrites", s.applyWrites)
+	x.Handle(xrpc.Query, "com.atproto.repo.getRecord", s.getRecord)
+	x.Handle(xrpc.Query, "com.atproto.repo.listRecords", s.listRecords)
+	x.Handle(xrpc.Query, "com.atproto.repo.describeRepo", s.describeRepo)
+}
+
+// repoLocks serialize a repo's commit with its firehose event: the event
+// of rev N is sequenced before rev N+1 commits, and only after rev N's
+// transaction has committed, so a consumer that fetches what an event names
+// finds it. Striped by DID: a bounded set of mutexes for any number of
+// accounts.
+type repoLocks [256]sync.Mutex
+
+func (l *repoLocks) lock(did string) func() {
+	h := fnv.New32a()
+	h.Write([]byte(did))
+	m := &l[h.Sum32()%uint32(len(l))]
+	m.Lock()
+	return m.Unlock
+}
+
+// writer finds the account a write names (a DID or handle), checks it may
+// be written (not taken down or deactivated) and that the caller owns it.
+func (s *Server) writer(ctx context.Context, c *caller, repoID string) (*account.Account, error) {
+	if repoID == "" {
+		return nil, xrpc.MissingInput("repo")
+	}
+	var acc *account.Account
+	var err error
+	if _, perr := syntax.ParseAtIdentifier(repoID); perr != nil {
+		return nil, xrpc.InvalidRequest("", "Invalid AT identifier (got %q) at $.repo", repoID)
+	}
+	acc, err = s.accounts.ByIdentifier(ctx, repoID)
+	if errors.Is(err, account.ErrNotFound) {
+		return nil, xrpc.Errorf(http.StatusForbidden, "AccountNotFound", "Account not found")
+	}
+	if err != nil {
+		return nil, err
+	}
+	if acc.TakedownRef != "" {
+		return nil, xrpc.AuthRequired("AccountTakedown", "Account has been taken down")
+	}
+	if acc.DeactivatedAt != "" {
+		return nil, xrpc.AuthRequired("AccountDeactivated", "Account is deactivated")
+	}
+	if acc.DID != c.DID {
+		return nil, xrpc.AuthRequired("", "")
+	}
+	return acc, nil
+}
+
+// prepared is a write checked and converted, ready for repo.Apply.
+type prepared struct {
+	repo.Write
+	blobs  []atdata.Blob
+	status string // validationStatus; "" for deletes
+}
+
+func (p prepared) uri(did string) syntax.ATURI {
+	return syntax.ATURI("at://" + did + "/" + p.Path())
+}
+
+// prepareRecord checks a record and converts it to DAG-CBOR.
+func (s *Server) prepareRecord(action repo.Action, collection, rkey string, record json.RawMessage, validate *bool) (prepared, error) {
+	nsid, err := syntax.ParseNSID(collection)
+	if err != nil {
+		return prepared{}, xrpc.InvalidRequest("", "Invalid NSID (got %q) at $.collection", collection)
+	}
+	rk, err := syntax.ParseRecordKey(rkey)
+	if err != nil {
+		return prepared{}, xrpc.InvalidRequest("", "Invalid record key (got %q) at $.rkey", rkey)
+	}
+	p := prepared{Write: repo.Write{Action: action, Collection: nsid, RKey: rk}}
+	if action == repo.ActionDelete {
+		return p, nil
+	}
+	rec, err := prepareRecordValue(nsid, rk, record, validate)
+	if err != nil {
+		return prepared{}, err
+	}
+	p.Value, p.blobs, p.status = rec.cbor, rec.blobs, rec.status
+	return p, nil
+}
+
+// applyPrepared commits writes to did's repo as one commit and sequences
+// it. A nil commit means nothing changed.
+func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepared, swapCommit *cid.Cid) (*repo.Commit, error) {
+	key, err := s.signingKey(ctx, did)
+	if err != nil {
+		return nil, err
+	}
+	ws := make([]repo.Write, len(writes))
+	for i, w := range writes {
+		ws[i] = w.Write
+	}
+	unlock := s.repoLocks.lock(did)
+	defer unlock()
+	var commit *repo.Commit
+	err = s.withActor(ctx, did, func(db *store.DB) error {
+		return db.Write(ctx, func(tx *sql.Tx) error {
+			var err error
+			commit, err = repo.Apply(ctx, tx, syntax.DID(did), key, ws, swapCommit)
+			if err != nil || commit == nil {
+				return err
+			}
+			return s.trackBlobs(ctx, tx, did, writes)
+		})
+	})
+	if err != nil {
+		return nil, repoWriteError(err)
+	}
+	if commit == nil {
+		return nil, nil
+	}
+	if _, err := s.seq.Append(ctx, s.clock.Now(), sequencer.Commit(commit.CommitEvent())); err != nil {
+		return nil, err
+	}
+	return commit, nil
+}
+
+// repoWriteError maps the repo engine's errors to the reference's answers.
+func repoWriteError(err error) error {
+	var se *repo.SwapError
+	switch {
+	case errors.As(err, &se):
+		return xrpc.InvalidRequest("InvalidSwap", "%s", se.Error())
+	case errors.Is(err, repo.ErrTooManyWrites):
+		return xrpc.InvalidRequest("", "Too many writes. Max: %d", repo.MaxWrites)
+	case errors.Is(err, repo.ErrTooBig):
+		return xrpc.InvalidRequest("", "Too many writes. Max event size: 2MB")
+	}
+	return err
+}
+
+func parseSwap(field, v string) (*cid.Cid, error) {
+	if v == "" {
+		return nil, nil
+	}
+	c, err := cid.Decode(v)
+	if err != nil {
+		return nil, xrpc.InvalidRequest("", "Invalid CID string (got %q) at $.%s", v, field)
+	}
+	return &c, nil
+}
+
+type commitMeta struct {
+	CID string `json:"cid"`
+	Rev string `json:"rev"`
+}
+
+func metaOf(c *repo.Commit) *commitMeta {
+	if c == nil {
+		return nil
+	}
+	return &commitMeta{CID: c.CID.String(), Rev: c.Rev}
+}
+
+type createRecordInput struct {
+	Repo       string          `json:"repo"`
+	Collection string          `json:"collection"`
+	RKey       *string         `json:"rkey"`
+	Validate   *bool           `json:"validate"`
+	Record     json.RawMessage `json:"record"`
+	SwapCommit string          `json:"swapCommit"`
+	SwapRecord *string         `json:"swapRecord"`
+}
+
+type writeOutput struct {
+	URI              string      `json:"uri"`
+	CID              string      `json:"cid"`
+	Commit           *commitMeta `json:"commit,omitempty"`
+	ValidationStatus string      `json:"validationStatus,omitempty"`
+}
+
+func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	var in createRecordInput
+	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
+		return err
+	}
+	if err := requireRecordInput(in.Collection, in.Record); err != nil {
+		return err
+	}
+	ctx := r.Context()
+	acc, err := s.writer(ctx, c, in.Repo)
+	if err != nil {
+		return err
+	}
+	rkey := s.tids.Next().String()
+	if in.RKey != nil {
+		rkey = *in.RKey
+	}
+	p, err := s.prepareRecord(repo.ActionCreate, in.Collection, rkey, in.Record, in.Validate)
+	if err != nil {
+		return err
+	}
+	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	if err != nil {
+		return err
+	}
+	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap)
+	if err != nil {
+		return err
+	}
+	xrpc.WriteJSON(w, http.StatusOK, writeOutput{
+		URI: string(p.uri(acc.DID)), CID: commit.Results[0].CID.String(), Commit: metaOf(commit), ValidationStatus: p.status,
+	})
+	return nil
+}
+
+func requireRecordInput(collection string, record json.RawMessage) error {
+	if collection == "" {
+		return xrpc.MissingInput("collection")
+	}
+	if len(record) == 0 || string(record) == "null" {
+		return xrpc.MissingInput("record")
+	}
+	return nil
+}
+
+func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	var in createRecordInput
+	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
+		return err
+	}
+	if err := requireRecordInput(in.Collection, in.Record); err != nil {
+		return err
+	}
+	if in.RKey == nil {
+		return xrpc.MissingInput("rkey")
+	}
+	ctx := r.Context()
+	acc, err := s.writer(ctx, c, in.Repo)
+	if err != nil {
+		return err
+	}
+	p, err := s.prepareRecord(repo.ActionUpdate, in.Collection, *in.RKey, in.Record, in.Validate)
+	if err != nil {
+		return err
+	}
+	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	if err != nil {
+		return err
+	}
+	if in.SwapRecord != nil {
+		if p.SwapRecord, err = parseSwap("swapRecord", *in.SwapRecord); err != nil {
+			return err
+		}
+	}
+	// Create or update, whichever applies; the same content again is a
+	// no-op with no commit, as the reference.
+	cur, _, err := s.currentRecord(ctx, acc.DID, p.Collection, p.RKey)
+	if err != nil {
+		return err
+	}
+	if cur == nil {
+		p.Action = repo.ActionCreate
+	}
+	newCID, err := recordCID(p.Value)
+	if err != nil {
+		return err
+	}
+	var commit *repo.Commit
+	if cur == nil || !cur.Equals(newCID) {
+		if commit, err = s.applyPrepared(ctx, acc.DID, []prepared{p}, swap); err != nil {
+			return err
+		}
+	}
+	xrpc.WriteJSON(w, http.StatusOK, writeOutput{URI: string(p.uri(acc.DID)), CID: newCID.String(), Commit: metaOf(commit), ValidationStatus: p.status})
+	return nil
+}
+
+// currentRecord is the CID of collection/rkey in did's repo, nil when absent.
+func (s *Server) currentRecord(ctx context.Context, did string, collection syntax.NSID, rkey syntax.RecordKey) (*cid.Cid, []byte, error) {
+	var cur *cid.Cid
+	var val []byte
+	err := s.withActor(ctx, did, func(db *store.DB) error {
+		c, v, err := repo.GetRecord(ctx, db.Reader(), collection, rkey, nil)
+		if errors.Is(err, repo.ErrRecordNotFound) {
+			return nil
+		}
+		if err == nil {
+			cur, val = &c, v
+		}
+		return err
+	})
+	return cur, val, err
+}
+
+func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Repo       string  `json:"repo"`
+		Collection string  `json:"collection"`
+		RKey       *string `json:"rkey"`
+		SwapRecord *string `json:"swapRecord"`
+		SwapCommit string  `json:"swapCommit"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
+		return err
+	}
+	if in.Collection == "" {
+		return xrpc.MissingInput("collection")
+	}
+	if in.RKey == nil {
+		return xrpc.MissingInput("rkey")
+	}
+	ctx := r.Context()
+	acc, err := s.writer(ctx, c, in.Repo)
+	if err != nil {
+		return err
+	}
+	p, err := s.prepareRecord(repo.ActionDelete, in.Collection, *in.RKey, nil, nil)
+	if err != nil {
+		return err
+	}
+	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	if err != nil {
+		return err
+	}
+	if in.SwapRecord != nil {
+		if p.SwapRecord, err = parseSwap("swapRecord", *in.SwapRecord); err != nil {
+			return err
+		}
+	}
+	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Commit *commitMeta `json:"commit,omitempty"`
+	}{metaOf(commit)}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+type applyWriteInput struct {
+	Type       string          `json:"$type"`
+	Collection string          `json:"collection"`
+	RKey       *string         `json:"rkey"`
+	Value      json.RawMessage `json:"value"`
+}
+
+type applyResult struct {
+	Type             string `json:"$type"`
+	URI              string `json:"uri,omitempty"`
+	CID              string `json:"cid,omitempty"`
+	ValidationStatus string `json:"validationStatus,omitempty"`
+}
+
+func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return err
+	}
+	var in struct {
+		Repo       string            `json:"repo"`
+		Validate   *bool             `json:"validate"`
+		Writes     []applyWriteInput `json:"writes"`
+		SwapCommit string            `json:"swapCommit"`
+	}
+	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
+		return err
+	}
+	if in.Writes == nil {
+		return xrpc.MissingInput("writes")
+	}
+	ctx := r.Context()
+	acc, err := s.writer(ctx, c, in.Repo)
+	if err != nil {
+		return err
+	}
+	if len(in.Writes) > repo.MaxWrites {
+		return xrpc.InvalidRequest("", "Too many writes. Max: %d", repo.MaxWrites)
+	}
+	writes := make([]prepared, len(in.Writes))
+	for i, wr := range in.Writes {
+		var action repo.Action
+		rkey := ""
+		if wr.RKey != nil {
+			rkey = *wr.RKey
+		}
+		switch wr.Type {
+		case "com.atproto.repo.applyWrites#create":
+			action = repo.ActionCreate
+			if wr.RKey == nil {
+				rkey = s.tids.Next().String()
+			}
+		case "com.atproto.repo.applyWrites#update":
+			action = repo.ActionUpdate
+		case "com.atproto.repo.applyWrites#delete":
+			action = repo.ActionDelete
+		default:
+			return xrpc.InvalidRequest("", "Action not supported: %s", wr.Type)
+		}
+		if action != repo.ActionDelete && (len(wr.Value) == 0 || string(wr.Value) == "null") {
+			return xrpc.MissingInput("value")
+		}
+		if writes[i], err = s.prepareRecord(action, wr.Collection, rkey, wr.Value, in.Validate); err != nil {
+			return err
+		}
+	}
+	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	if err != nil {
+		return err
+	}
+	commit, err := s.applyPrepared(ctx, acc.DID, writes, swap)
+	if err != nil {
+		return err
+	}
+	out := struct {
+		Commit  *commitMeta   `json:"commit,omitempty"`
+		Results []applyResult `json:"results"`
+	}{Commit: metaOf(commit), Results: make([]applyResult, len(writes))}
+	for i, p := range writes {
+		res := applyResult{Type: "com.atproto.repo.applyWrites#" + string(p.Action) + "Result"}
+		if p.Action != repo.ActionDelete {
+			res.URI, res.ValidationStatus = string(p.uri(acc.DID)), p.status
+			if commit != nil && commit.Results[i].CID != nil {
+				res.CID = commit.Results[i].CID.String()
+			}
+		}
+		out.Results[i] = res
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// repoAccount finds the repo a read names: a DID or a handle of this PDS.
+// Reads of taken-down or deactivated repos answer as the reference.
+func (s *Server) repoAccount(ctx context.Context, repoID string, notFound func(string) error) (*account.Account, error) {
+	if repoID == "" {
+		return nil, xrpc.InvalidRequest("", "Params must have the property \"repo\"")
+	}
+	acc, err := s.accounts.ByIdentifier(ctx, repoID)
+	if errors.Is(err, account.ErrNotFound) {
+		return nil, notFound(repoID)
+	}
+	return acc, err
+}
+
+func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.repo.getRecord"
+	q := r.URL.Query()
+	for _, k := range []string{"repo", "collection", "rkey"} {
+		if q.Get(k) == "" {
+			return xrpc.MissingParam(nsid, k)
+		}
+	}
+	ctx := r.Context()
+	acc, err := s.repoAccount(ctx, q.Get("repo"), func(id string) error {
+		return xrpc.InvalidRequest("", "Could not find repo: %s", id)
+	})
+	if err != nil {
+		return err
+	}
+	collection, err := syntax.ParseNSID(q.Get("collection"))
+	if err != nil {
+		return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsid, q.Get("collection"))
+	}
+	rkey, err := syntax.ParseRecordKey(q.Get("rkey"))
+	if err != nil {
+		return xrpc.InvalidRequest("", "Invalid %s params: Invalid record key (got %q)", nsid, q.Get("rkey"))
+	}
+	var want *cid.Cid
+	if v := q.Get("cid"); v != "" {
+		c, err := cid.Decode(v)
+		if err != nil {
+			return xrpc.InvalidRequest("", "Invalid %s params: Invalid CID string (got %q)", nsid, v)
+		}
+		want = &c
+	}
+	if acc.TakedownRef != "" || acc.DeactivatedAt != "" {
+		return xrpc.InvalidRequest("RecordNotFound", "Could not locate record: at://%s/%s/%s", acc.DID, collection, rkey)
+	}
+	var got cid.Cid
+	var val []byte
+	err = s.withActor(ctx, acc.DID, func(db *store.DB) error {
+		var err error
+		got, val, err = repo.GetRecord(ctx, db.Reader(), collection, rkey, want)
+		return err
+	})
+	if errors.Is(err, repo.ErrRecordNotFound) {
+		return xrpc.InvalidRequest("RecordNotFound", "Could not locate record: at://%s/%s/%s", acc.DID, collection, rkey)
+	}
+	if err != nil {
+		return err
+	}
+	value, err := recordJSON(val)
+	if err != nil {
+		return err
+	}
+	xrpc.WriteJSON(w, http.StatusOK, struct {
+		URI   string          `json:"uri"`
+		CID   string          `json:"cid"`
+		Value json.RawMessage `json:"value"`
+	}{"at://" + acc.DID + "/" + collection.String() + "/" + rkey.String(), got.String(), value})
+	return nil
+}
+
+func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.repo.listRecords"
+	q := r.URL.Query()
+	for _, k := range []string{"repo", "collection"} {
+		if q.Get(k) == "" {
+			return xrpc.MissingParam(nsid, k)
+		}
+	}
+	collection, err := syntax.ParseNSID(q.Get("collection"))
+	if err != nil {
+		return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsid, q.Get("collection"))
+	}
+	limit := 50
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 100 {
+			return xrpc.InvalidRequest("", "Invalid %s params: limit must be an integer between 1 and 100", nsid)
+		}
+		limit = n
+	}
+	reverse := q.Get("reverse") == "true"
+	ctx := r.Context()
+	acc, err := s.repoAccount(ctx, q.Get("repo"), func(id string) error {
+		return xrpc.InvalidRequest("", "Could not find repo: %s", id)
+	})
+	if err != nil {
+		return err
+	}
+	var recs []repo.Record
+	var cursor string
+	err = s.withActor(ctx, acc.DID, func(db *store.DB) error {
+		var err error
+		recs, cursor, err = repo.ListRecords(ctx, db.Reader(), collection, limit, q.Get("cursor"), reverse)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	type item struct {
+		URI   string          `json:"uri"`
+		CID   string          `json:"cid"`
+		Value json.RawMessage `json:"value"`
+	}
+	out := struct {
+		Cursor  string `json:"cursor,omitempty"`
+		Records []item `json:"records"`
+	}{Cursor: cursor, Records: make([]item, 0, len(recs))}
+	for _, rec := range recs {
+		v, err := recordJSON(rec.Value)
+		if err != nil {
+			return err
+		}
+		out.Records = append(out.Records, item{"at://" + acc.DID + "/" + collection.String() + "/" + rec.RKey.String(), rec.CID.String(), v})
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.repo.describeRepo"
+	id := r.URL.Query().Get("repo")
+	if id == "" {
+		return xrpc.MissingParam(nsid, "repo")
+	}
+	ctx := r.Context()
+	acc, err := s.repoAccount(ctx, id, func(id string) error {
+		return xrpc.InvalidRequest("RepoNotFound", "Could not find user: %s", id)
+	})
+	if err != nil {
+		return err
+	}
+	var collections []string
+	err = s.withActor(ctx, acc.DID, func(db *store.DB) error {
+		var err error
+		collections, err = repo.Collections(ctx, db.Reader())
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if collections == nil {
+		collections = []string{}
+	}
+	doc := s.didDoc(ctx, acc.DID)
+	var docVal any
+	if doc != nil {
+		docVal = *doc
+	}
+	// handleIsCorrect: the DID document names this handle, which resolves
+	// back to the DID (both true by construction here unless the document
+	// was changed behind the PDS's back).
+	correct := false
+	if ident, err := s.Directory().LookupDID(ctx, syntax.DID(acc.DID)); err == nil {
+		correct = ident.Handle.String() == acc.Handle
+	}
+	xrpc.WriteJSON(w, http.StatusOK, comatproto.RepoDescribeRepo_Output{
+		Handle: handleOrInvalid(acc), Did: acc.DID, DidDoc: docVal, Collections: collections, HandleIsCorrect: correct,
+	})
+	return nil
+}

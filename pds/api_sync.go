@@ -1,0 +1,314 @@
+package pds
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/repo"
+	"github.com/fakepds/fakepds/pds/store"
+	"github.com/fakepds/fakepds/pds/xrpc"
+)
+
+func (s *Server) registerSync(x *xrpc.Mux) {
+	x.Handle(xrpc.Query, "com.atproto.sync.getRepo", s.syncGetRepo)
+	x.Handle(xrpc.Query, "com.atproto.sync.getLatestCommit", s.syncGetLatestCommit)
+	x.Handle(xrpc.Query, "com.atproto.sync.getRecord", s.syncGetRecord)
+	x.Handle(xrpc.Query, "com.atproto.sync.getBlocks", s.syncGetBlocks)
+	x.Handle(xrpc.Query, "com.atproto.sync.listRepos", s.syncListRepos)
+	x.Handle(xrpc.Query, "com.atproto.sync.getRepoStatus", s.syncGetRepoStatus)
+}
+
+// selfOrAdmin reports whether the request carries the admin's credentials
+// or an access token of did: they may read a repo that is taken down or
+// deactivated. Bad credentials fail the request, as the reference's
+// optional verifier does.
+func (s *Server) selfOrAdmin(r *http.Request, did string) (bool, error) {
+	scheme, _, err := authHeader(r)
+	if err != nil {
+		return false, err
+	}
+	switch scheme {
+	case "":
+		return false, nil
+	case "BASIC":
+		if err := s.admin(r); err != nil {
+			return false, err
+		}
+		return true, nil
+	}
+	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	if err != nil {
+		return false, err
+	}
+	return c.DID == did, nil
+}
+
+// availableRepo is the reference's assertRepoAvailability: the account
+// must exist, and unless the caller is the account or the admin, be
+// neither taken down nor deactivated.
+func (s *Server) availableRepo(r *http.Request, did string) (*account.Account, error) {
+	self, err := s.selfOrAdmin(r, did)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := s.accounts.ByIdentifier(r.Context(), did)
+	if errors.Is(err, account.ErrNotFound) {
+		return nil, xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did)
+	}
+	if err != nil || self {
+		return acc, err
+	}
+	if acc.TakedownRef != "" {
+		return nil, xrpc.InvalidRequest("RepoTakendown", "Repo has been takendown: %s", did)
+	}
+	if acc.DeactivatedAt != "" {
+		return nil, xrpc.InvalidRequest("RepoDeactivated", "Repo has been deactivated: %s", did)
+	}
+	return acc, nil
+}
+
+// didParam reads and checks the did parameter of a sync method.
+func didParam(r *http.Request, nsid string) (string, error) {
+	did := r.URL.Query().Get("did")
+	if did == "" {
+		return "", xrpc.MissingParam(nsid, "did")
+	}
+	if _, err := syntax.ParseDID(did); err != nil {
+		return "", xrpc.InvalidRequest("", "Invalid %s params: Invalid DID (got %q)", nsid, did)
+	}
+	return did, nil
+}
+
+func writeCAR(w http.ResponseWriter, car []byte) {
+	w.Header().Set("Content-Type", "application/vnd.ipld.car")
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(car)
+}
+
+// readRepo runs fn on acc's actor store in one read snapshot.
+func (s *Server) readRepo(ctx context.Context, did string, fn func(tx *sql.Tx) error) error {
+	return s.withActor(ctx, did, func(db *store.DB) error { return db.Read(ctx, fn) })
+}
+
+func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.sync.getRepo"
+	did, err := didParam(r, nsid)
+	if err != nil {
+		return err
+	}
+	acc, err := s.availableRepo(r, did)
+	if err != nil {
+		return err
+	}
+	since := r.URL.Query().Get("since")
+	var buf bytes.Buffer
+	err = s.readRepo(r.Context(), acc.DID, func(tx *sql.Tx) error { return repo.ExportCAR(r.Context(), tx, &buf, since) })
+	if errors.Is(err, repo.ErrRepoNotFound) {
+		return xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did)
+	}
+	if err != nil {
+		return err
+	}
+	writeCAR(w, buf.Bytes())
+	return nil
+}
+
+func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.sync.getLatestCommit"
+	did, err := didParam(r, nsid)
+	if err != nil {
+		return err
+	}
+	acc, err := s.availableRepo(r, did)
+	if err != nil {
+		return err
+	}
+	var head cid.Cid
+	var rev string
+	err = s.withActor(r.Context(), acc.DID, func(db *store.DB) error {
+		var err error
+		head, rev, err = repo.Head(r.Context(), db.Reader())
+		return err
+	})
+	if errors.Is(err, repo.ErrRepoNotFound) {
+		return xrpc.InvalidRequest("RepoNotFound", "Could not find root for DID: %s", did)
+	}
+	if err != nil {
+		return err
+	}
+	xrpc.WriteJSON(w, http.StatusOK, comatproto.SyncGetLatestCommit_Output{Cid: head.String(), Rev: rev})
+	return nil
+}
+
+func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.sync.getRecord"
+	did, err := didParam(r, nsid)
+	if err != nil {
+		return err
+	}
+	q := r.URL.Query()
+	for _, k := range []string{"collection", "rkey"} {
+		if q.Get(k) == "" {
+			return xrpc.MissingParam(nsid, k)
+		}
+	}
+	collection, err := syntax.ParseNSID(q.Get("collection"))
+	if err != nil {
+		return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsid, q.Get("collection"))
+	}
+	rkey, err := syntax.ParseRecordKey(q.Get("rkey"))
+	if err != nil {
+		return xrpc.InvalidRequest("", "Invalid %s params: Invalid record key (got %q)", nsid, q.Get("rkey"))
+	}
+	acc, err := s.availableRepo(r, did)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	err = s.readRepo(r.Context(), acc.DID, func(tx *sql.Tx) error {
+		return repo.RecordProofCAR(r.Context(), tx, collection, rkey, &buf)
+	})
+	if errors.Is(err, repo.ErrRepoNotFound) {
+		return xrpc.InvalidRequest("", "Could not find repo for DID: %s", did)
+	}
+	if err != nil {
+		return err
+	}
+	writeCAR(w, buf.Bytes())
+	return nil
+}
+
+func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.sync.getBlocks"
+	did, err := didParam(r, nsid)
+	if err != nil {
+		return err
+	}
+	raw := r.URL.Query()["cids"]
+	if len(raw) == 0 {
+		return xrpc.MissingParam(nsid, "cids")
+	}
+	cids := make([]cid.Cid, len(raw))
+	for i, v := range raw {
+		if cids[i], err = cid.Decode(v); err != nil {
+			return xrpc.InvalidRequest("", "Invalid %s params: Invalid CID string (got %q)", nsid, v)
+		}
+	}
+	acc, err := s.availableRepo(r, did)
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	var missing []cid.Cid
+	err = s.readRepo(r.Context(), acc.DID, func(tx *sql.Tx) error {
+		var err error
+		missing, err = repo.GetBlocks(r.Context(), tx, cids, &buf)
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if len(missing) > 0 {
+		names := make([]string, len(missing))
+		for i, c := range missing {
+			names[i] = c.String()
+		}
+		return xrpc.InvalidRequest("", "Could not find cids: %s", strings.Join(names, ","))
+	}
+	writeCAR(w, buf.Bytes())
+	return nil
+}
+
+func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.sync.getRepoStatus"
+	did, err := didParam(r, nsid)
+	if err != nil {
+		return err
+	}
+	acc, err := s.accounts.ByDID(r.Context(), did)
+	if errors.Is(err, account.ErrNotFound) {
+		return xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did)
+	}
+	if err != nil {
+		return err
+	}
+	active, status := accountStatus(acc)
+	out := comatproto.SyncGetRepoStatus_Output{Did: did, Active: *active, Status: status}
+	if *active {
+		err := s.withActor(r.Context(), did, func(db *store.DB) error {
+			_, rev, err := repo.Head(r.Context(), db.Reader())
+			out.Rev = &rev
+			return err
+		})
+		if err != nil {
+			return err
+		}
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+func (s *Server) syncListRepos(w http.ResponseWriter, r *http.Request) error {
+	const nsid = "com.atproto.sync.listRepos"
+	q := r.URL.Query()
+	limit := 500
+	if v := q.Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 || n > 1000 {
+			return xrpc.InvalidRequest("", "Invalid %s params: limit must be an integer between 1 and 1000", nsid)
+		}
+		limit = n
+	}
+	var afterTime, afterDID string
+	if c := q.Get("cursor"); c != "" {
+		ms, did, ok := strings.Cut(c, "::")
+		n, err := strconv.ParseInt(ms, 10, 64)
+		if !ok || err != nil {
+			return xrpc.InvalidRequest("", "Malformed cursor")
+		}
+		afterTime, afterDID = account.FormatTime(time.UnixMilli(n)), did
+	}
+	ctx := r.Context()
+	accs, err := s.accounts.List(ctx, afterTime, afterDID, limit)
+	if err != nil {
+		return err
+	}
+	out := comatproto.SyncListRepos_Output{Repos: []*comatproto.SyncListRepos_Repo{}}
+	for _, acc := range accs {
+		var head cid.Cid
+		var rev string
+		err := s.withActor(ctx, acc.DID, func(db *store.DB) error {
+			var err error
+			head, rev, err = repo.Head(ctx, db.Reader())
+			return err
+		})
+		if errors.Is(err, repo.ErrRepoNotFound) {
+			continue // no repo yet: the reference's join on repo_root skips it
+		}
+		if err != nil {
+			return err
+		}
+		active, status := accountStatus(acc)
+		out.Repos = append(out.Repos, &comatproto.SyncListRepos_Repo{Did: acc.DID, Head: head.String(), Rev: rev, Active: active, Status: status})
+	}
+	if n := len(accs); n > 0 {
+		last := accs[n-1]
+		t, _ := time.Parse(account.TimeFormat, last.CreatedAt)
+		c := strconv.FormatInt(t.UnixMilli(), 10) + "::" + last.DID
+		out.Cursor = &c
+	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}

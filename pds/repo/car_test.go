@@ -1,0 +1,304 @@
+package repo_test
+
+import (
+	"bufio"
+	"bytes"
+	"database/sql"
+	"errors"
+	"io"
+	"slices"
+	"testing"
+
+	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+	cbornode "github.com/ipfs/go-ipld-cbor"
+	car "github.com/ipld/go-car"
+	carutil "github.com/ipld/go-car/util"
+
+	"github.com/fakepds/fakepds/pds/repo"
+)
+
+// readCAR returns a CAR's roots and its blocks in order, checking each
+// block's hash. It reads the framing itself: go-car's reader refuses a CAR
+// without roots, which sync.getBlocks answers (as the reference does).
+func readCAR(t *testing.T, b []byte) ([]cid.Cid, []cid.Cid, map[cid.Cid][]byte) {
+	t.Helper()
+	br := bufio.NewReader(bytes.NewReader(b))
+	hb, err := carutil.LdRead(br)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h car.CarHeader
+	if err := cbornode.DecodeInto(hb, &h); err != nil || h.Version != 1 {
+		t.Fatalf("CAR header %+v: %v", h, err)
+	}
+	var order []cid.Cid
+	data := map[cid.Cid][]byte{}
+	for {
+		c, blk, err := carutil.ReadNode(br)
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum, err := c.Prefix().Sum(blk); err != nil || !sum.Equals(c) {
+			t.Fatalf("block %s hashes to %s", c, sum)
+		}
+		order = append(order, c)
+		data[c] = blk
+	}
+	return h.Roots, order, data
+}
+
+func writeCAR(t *testing.T, roots []cid.Cid, order []cid.Cid, data map[cid.Cid][]byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := car.WriteHeader(&car.CarHeader{Roots: roots, Version: 1}, &buf); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range order {
+		if err := carutil.LdWrite(&buf, c.Bytes(), data[c]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf.Bytes()
+}
+
+func export(t *testing.T, f *fixture, since string) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	if err := repo.ExportCAR(t.Context(), f.db.Reader(), &buf, since); err != nil {
+		t.Fatal(err)
+	}
+	return buf.Bytes()
+}
+
+func TestExportSince(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	c1 := f.mustApply(create(t, "a", "a"), create(t, "b", "b"))
+	c2 := f.mustApply(create(t, "c", "c"))
+	c3 := f.mustApply(update(t, "b", "b2"))
+
+	_, full, fullData := readCAR(t, export(t, f, ""))
+	if !full[0].Equals(c3.CID) {
+		t.Fatalf("first block %s, want the head commit %s", full[0], c3.CID)
+	}
+	for _, tc := range []struct {
+		since string
+		want  []cid.Cid // must be in
+		not   []cid.Cid // must not
+	}{
+		{c1.Rev, []cid.Cid{c3.CID, *c2.Results[0].CID, *c3.Results[0].CID}, []cid.Cid{*c1.Results[0].CID}},
+		{c2.Rev, []cid.Cid{c3.CID, *c3.Results[0].CID}, []cid.Cid{*c1.Results[0].CID, *c2.Results[0].CID}},
+		{c3.Rev, nil, []cid.Cid{c3.CID}},
+	} {
+		roots, got, _ := readCAR(t, export(t, f, tc.since))
+		if len(roots) != 1 || !roots[0].Equals(c3.CID) {
+			t.Fatalf("since %s: roots %v", tc.since, roots)
+		}
+		for _, c := range got {
+			if _, ok := fullData[c]; !ok {
+				t.Fatalf("since %s: block %s not in the full export", tc.since, c)
+			}
+		}
+		for _, c := range tc.want {
+			if !slices.Contains(got, c) {
+				t.Fatalf("since %s: %s missing", tc.since, c)
+			}
+		}
+		for _, c := range tc.not {
+			if slices.Contains(got, c) {
+				t.Fatalf("since %s: %s (older) sent", tc.since, c)
+			}
+		}
+	}
+}
+
+func TestRecordProofCAR(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	var writes []repo.Write
+	for i := range 300 {
+		writes = append(writes, create(t, syntax.NewTIDFromInteger(uint64(i)<<12).String(), "p"))
+	}
+	f.mustApply(writes[:150]...)
+	c := f.mustApply(writes[150:]...)
+	for _, tc := range []struct {
+		rkey    syntax.RecordKey
+		present bool
+	}{
+		{writes[0].RKey, true},
+		{writes[150].RKey, true},
+		{writes[299].RKey, true},
+		{"absent", false},
+		{"3zzzzzzzzzzzz", false},
+	} {
+		var buf bytes.Buffer
+		err := f.db.Read(t.Context(), func(tx *sql.Tx) error {
+			return repo.RecordProofCAR(t.Context(), tx, posts, tc.rkey, &buf)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		commit, r, err := indigorepo.LoadRepoFromCAR(t.Context(), bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := commit.VerifySignature(f.pub); err != nil || !commit.Data.Equals(c.Data) {
+			t.Fatalf("proof commit: %v, data %s want %s", err, commit.Data, c.Data)
+		}
+		if !r.MST.IsPartial() {
+			t.Fatal("the proof holds the whole tree, not a path")
+		}
+		got, err := r.MST.Get([]byte(posts.String() + "/" + tc.rkey.String()))
+		if err != nil {
+			t.Fatalf("%s: the proof does not cover the key: %v", tc.rkey, err)
+		}
+		if (got != nil) != tc.present {
+			t.Fatalf("%s: proof says %v, want present=%v", tc.rkey, got, tc.present)
+		}
+		if tc.present {
+			val, rc, err := r.GetRecordBytes(t.Context(), posts, tc.rkey)
+			if err != nil || !rc.Equals(cidOf(t, val)) {
+				t.Fatalf("%s: record block: %v", tc.rkey, err)
+			}
+		}
+	}
+}
+
+func TestGetBlocks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	c := f.mustApply(create(t, "a", "a"), create(t, "b", "b"))
+	want := []cid.Cid{*c.Results[1].CID, c.CID, *c.Results[0].CID}
+	var buf bytes.Buffer
+	missing, err := repo.GetBlocks(t.Context(), f.db.Reader(), want, &buf)
+	if err != nil || missing != nil {
+		t.Fatalf("GetBlocks: %v, missing %v", err, missing)
+	}
+	roots, got, data := readCAR(t, buf.Bytes())
+	if len(roots) != 0 || !slices.Equal(got, want) {
+		t.Fatalf("roots %v blocks %v, want none and %v", roots, got, want)
+	}
+	if !bytes.Equal(data[want[0]], post(t, "b")) {
+		t.Fatal("wrong content")
+	}
+	gone := cidOf(t, post(t, "never written"))
+	buf.Reset()
+	missing, err = repo.GetBlocks(t.Context(), f.db.Reader(), []cid.Cid{c.CID, gone}, &buf)
+	if err != nil || len(missing) != 1 || !missing[0].Equals(gone) || buf.Len() != 0 {
+		t.Fatalf("GetBlocks with a missing cid: %v, missing %v, wrote %d bytes", err, missing, buf.Len())
+	}
+}
+
+func TestImport(t *testing.T) {
+	t.Parallel()
+	src := newFixture(t, "")
+	src.mustApply(create(t, "same", "same"), create(t, "changed", "new"), create(t, "added", "added"),
+		repo.Write{Action: repo.ActionCreate, Collection: "app.bsky.graph.follow", RKey: "f", Value: post(t, "follow")})
+	carFile := export(t, src, "")
+
+	dst := newFixture(t, "")
+	dst.mustApply(create(t, "same", "same"), create(t, "changed", "old"), create(t, "dropped", "dropped"))
+	var ops []repo.Op
+	err := dst.db.Write(t.Context(), func(tx *sql.Tx) error {
+		var err error
+		ops, err = repo.Import(t.Context(), tx, dst.did, bytes.NewReader(carFile))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, op := range ops {
+		got = append(got, string(op.Action)+" "+op.Path)
+	}
+	want := []string{
+		"create app.bsky.feed.post/added",
+		"update app.bsky.feed.post/changed",
+		"delete app.bsky.feed.post/dropped",
+		"create app.bsky.graph.follow/f",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ops %v, want %v", got, want)
+	}
+	head, rev, err := repo.Head(t.Context(), dst.db.Reader())
+	if err != nil || !head.Equals(src.head.CID) || rev != src.head.Rev {
+		t.Fatalf("head after import %s %s, want %s %s", head, rev, src.head.CID, src.head.Rev)
+	}
+	// The imported commit is the source's, signed with its key.
+	dstKey := dst.pub
+	dst.pub = src.pub
+	dst.checkRepo()
+	srcRoots, _, srcBlocks := readCAR(t, carFile)
+	dstRoots, _, dstBlocks := readCAR(t, export(t, dst, ""))
+	if !slices.Equal(srcRoots, dstRoots) || len(srcBlocks) != len(dstBlocks) {
+		t.Fatalf("export after import: roots %v, %d blocks; imported %v, %d", dstRoots, len(dstBlocks), srcRoots, len(srcBlocks))
+	}
+	for c, b := range srcBlocks {
+		if !bytes.Equal(dstBlocks[c], b) {
+			t.Fatalf("block %s not exported after import", c)
+		}
+	}
+
+	// The repo goes on from there, signed with the new key.
+	dst.pub, dst.head = dstKey, src.head
+	dst.mustApply(create(t, "after", "after"), del("same"))
+	dst.checkRepo()
+
+	// Into a store without a repo yet.
+	empty := &fixture{t: t, db: openStore(t, t.TempDir()), did: src.did, pub: src.pub}
+	err = empty.db.Write(t.Context(), func(tx *sql.Tx) error {
+		_, err := repo.Import(t.Context(), tx, src.did, bytes.NewReader(carFile))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	empty.checkRepo()
+}
+
+func TestImportRejects(t *testing.T) {
+	t.Parallel()
+	src := newFixture(t, "")
+	src.mustApply(create(t, "a", "a"), create(t, "b", "b"))
+	full := export(t, src, "")
+	roots, order, data := readCAR(t, full)
+	withoutRecord := writeCAR(t, roots, slices.DeleteFunc(slices.Clone(order), func(c cid.Cid) bool {
+		return c.Equals(*src.head.Results[0].CID)
+	}), data)
+	var proof bytes.Buffer
+	if err := src.db.Read(t.Context(), func(tx *sql.Tx) error {
+		return repo.RecordProofCAR(t.Context(), tx, posts, "a", &proof)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		did  syntax.DID
+		car  []byte
+	}{
+		{"another account's repo", "did:plc:someoneelse0000000000000", full},
+		{"not a CAR", src.did, []byte("hello")},
+		{"record missing", src.did, withoutRecord},
+		{"partial tree", src.did, proof.Bytes()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := newFixture(t, "")
+			before, _, _ := repo.Head(t.Context(), dst.db.Reader())
+			err := dst.db.Write(t.Context(), func(tx *sql.Tx) error {
+				_, err := repo.Import(t.Context(), tx, tc.did, bytes.NewReader(tc.car))
+				return err
+			})
+			if !errors.Is(err, repo.ErrInvalidRepo) {
+				t.Fatalf("err %v, want ErrInvalidRepo", err)
+			}
+			if after, _, _ := repo.Head(t.Context(), dst.db.Reader()); !after.Equals(before) {
+				t.Fatal("head moved")
+			}
+		})
+	}
+}
