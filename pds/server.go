@@ -395,6 +395,7 @@ func (s *Server) routes() http.Handler {
 	s.registerLifecycle(x)
 	s.registerRepo(x)
 	s.registerSync(x)
+	s.registerPrefs(x)
 	s.registerAdmin(x)
 	x.Handle(xrpc.Subscription, "com.atproto.sync.subscribeRepos", func(w http.ResponseWriter, r *http.Request) error {
 		s.firehose.ServeHTTP(w, r)
