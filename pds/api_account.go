@@ -227,7 +227,7 @@ func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.Pr
 	}
 	defer h.Release()
 	var c *repo.Commit
-	err = h.DB.Write(ctx, func(tx *sql.Tx) error {
+	err = h.DB.DB.Write(ctx, func(tx *sql.Tx) error {
 		c, err = repo.Create(ctx, tx, did, key)
 		return err
 	})

@@ -38,6 +38,11 @@ func (s *Server) registerLifecycle(x *xrpc.Mux) {
 
 // withActor runs fn on did's actor store.
 func (s *Server) withActor(ctx context.Context, did string, fn func(db *store.DB) error) error {
+	return s.withActorStore(ctx, did, func(a *actor) error { return fn(a.DB) })
+}
+
+// withActorStore runs fn on did's open actor store, repo writer included.
+func (s *Server) withActorStore(ctx context.Context, did string, fn func(a *actor) error) error {
 	h, err := s.actors.Acquire(ctx, did)
 	if err != nil {
 		return err

@@ -125,10 +125,14 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 	unlock := s.repoLocks.lock(did)
 	defer unlock()
 	var commit *repo.Commit
-	err = s.withActor(ctx, did, func(db *store.DB) error {
-		return db.Write(ctx, func(tx *sql.Tx) error {
+	err = s.withActorStore(ctx, did, func(a *actor) error {
+		rw, err := a.repoWriter(ctx)
+		if err != nil {
+			return err
+		}
+		return a.Write(ctx, func(tx *sql.Tx) error {
 			var err error
-			commit, err = repo.Apply(ctx, tx, syntax.DID(did), key, ws, swapCommit)
+			commit, err = rw.Apply(ctx, tx, syntax.DID(did), key, ws, swapCommit)
 			if err != nil || commit == nil {
 				return err
 			}

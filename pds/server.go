@@ -112,7 +112,7 @@ type Server struct {
 	plc      *plc.Directory
 	firehose *firehose.Handler
 	plcKey   *atcrypto.PrivateKeyK256 // signs the PLC operations of every account
-	actors   *actorstore.Cache[*store.DB]
+	actors   *actorstore.Cache[*actor]
 	settings store.Settings // of the account database, as read back
 
 	clock  clock.Clock
@@ -187,7 +187,7 @@ func (s *Server) open(ctx context.Context) error {
 	if err := errors.Join(errAcc, errSeq, errPLC); err != nil {
 		return err
 	}
-	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorstore.Opener(s.actorDir(), opts))
+	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorOpener(s.actorDir(), opts))
 	s.firehose = firehose.New(s.seq, firehose.Options{Clock: s.clock, Logger: s.log})
 	s.settings = s.accounts.DB().Settings()
 

@@ -15,7 +15,8 @@ const File = "account.sqlite"
 
 // Manager owns the account database.
 type Manager struct {
-	db *store.DB
+	db                       *store.DB
+	byDID, byHandle, byEmail lookupStmt
 }
 
 // Open opens the account database in dir.
@@ -37,8 +38,15 @@ func (m *Manager) Ping(ctx context.Context) error {
 	return m.db.Reader().QueryRowContext(ctx, `SELECT 1`).Scan(&one)
 }
 
-// Close closes the database.
-func (m *Manager) Close() error { return m.db.Close() }
+// Close closes the statements and the database.
+func (m *Manager) Close() error {
+	for _, ls := range []*lookupStmt{&m.byDID, &m.byHandle, &m.byEmail} {
+		if ls.stmt != nil {
+			ls.stmt.Close()
+		}
+	}
+	return m.db.Close()
+}
 
 // Migrations is the account manager schema, one entry per user_version.
 var Migrations = []string{

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -86,19 +87,39 @@ func scanAccount(row *sql.Row) (*Account, error) {
 	return &a, nil
 }
 
+// The lookups run on every authenticated write: they use statements
+// prepared once, and no cancellable context (a one-row indexed read ends
+// sooner than modernc's context watcher starts).
+
 // ByDID finds an account by DID.
 func (m *Manager) ByDID(ctx context.Context, did string) (*Account, error) {
-	return scanAccount(m.db.Reader().QueryRowContext(ctx, selectAccount+`WHERE a.did = ?`, did))
+	return m.lookup(ctx, &m.byDID, `WHERE a.did = ?`, did)
 }
 
 // ByHandle finds an account by handle (normalized to lower case).
 func (m *Manager) ByHandle(ctx context.Context, handle string) (*Account, error) {
-	return scanAccount(m.db.Reader().QueryRowContext(ctx, selectAccount+`WHERE a.handle = ?`, strings.ToLower(handle)))
+	return m.lookup(ctx, &m.byHandle, `WHERE a.handle = ?`, strings.ToLower(handle))
 }
 
 // ByEmail finds an account by email, case-insensitively.
 func (m *Manager) ByEmail(ctx context.Context, email string) (*Account, error) {
-	return scanAccount(m.db.Reader().QueryRowContext(ctx, selectAccount+`WHERE c.email = ?`, email))
+	return m.lookup(ctx, &m.byEmail, `WHERE c.email = ?`, email)
+}
+
+// lookupStmt is a lazily prepared account query.
+type lookupStmt struct {
+	once sync.Once
+	stmt *sql.Stmt
+	err  error
+}
+
+func (m *Manager) lookup(ctx context.Context, ls *lookupStmt, where string, arg string) (*Account, error) {
+	ctx = context.WithoutCancel(ctx)
+	ls.once.Do(func() { ls.stmt, ls.err = m.db.Reader().PrepareContext(ctx, selectAccount+where) })
+	if ls.err != nil {
+		return nil, ls.err
+	}
+	return scanAccount(ls.stmt.QueryRowContext(ctx, arg))
 }
 
 // ByIdentifier finds an account by DID, email or handle: what a login's

@@ -4,26 +4,32 @@
 // actorstore.Migrations) and changed only inside the caller's write
 // transaction.
 //
-// The tree, commits and CAR reading come from indigo (atproto/repo and
-// atproto/repo/mst); this package decides what to load, what to store and
-// what to send:
+// The tree, commits and CAR framing come from indigo (atproto/repo,
+// atproto/repo/mst) and go-car; this package decides what to load, what to
+// store and what to send. The choices, and why they hold:
 //
 //   - A write loads only the MST nodes on the paths of its keys (and the
-//     neighbours a split, merge or proof needs), from repo_block, as a
-//     partial indigo tree. indigo marks every node a change touches (or needs
-//     to prove the change invertible) dirty, so WriteDiffBlocks yields
-//     exactly the blocks a firehose #commit must carry, and the nodes loaded
-//     but no longer in the tree are exactly the blocks the write made dead.
+//     neighbours a split, merge or proof needs) into a partial indigo tree.
+//     indigo marks every node a change touches, or needs to prove the change
+//     invertible, dirty; so WriteDiffBlocks yields exactly the blocks a
+//     firehose #commit carries, and the nodes loaded but no longer in the
+//     tree are exactly the blocks the write made dead.
+//   - Nodes come from a process-wide cache keyed by CID before SQLite: a
+//     write's path starts where the last write on the repo ended. Content
+//     addressing makes the cache right for every account and every
+//     transaction, even one rolled back.
 //   - repo_block holds only live blocks: each write deletes the nodes it
 //     replaced, the previous commit and records no other record shares, as
 //     the reference PDS does. So sync.getRepo is one table scan, and "since"
 //     is a filter on the rev each block was written at.
 //   - The record table is kept in the same transaction as the tree, so
-//     reads (getRecord, listRecords) are one indexed query each and never
-//     touch the MST.
+//     getRecord and listRecords are one indexed query each, never the MST.
+//   - A Writer holds the write statements prepared once per actor store
+//     (parsing them was a sixth of a write); Apply without one prepares
+//     them per call.
 //
 // Semantics follow the reference PDS (npm @atproto/pds): swapCommit and
 // swapRecord checks, ops carrying prev CIDs, prevData, the blocks of a
-// #commit (new blocks plus the proof needed to invert its ops), reverse
-// chronological listRecords. Where fakepds differs, the function says so.
+// #commit, reverse chronological listRecords. Where fakepds differs, the
+// function says so.
 package repo

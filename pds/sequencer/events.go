@@ -109,6 +109,10 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // subscribers once it has committed. The frames are stored whole, seq and
 // time included, so the firehose sends bytes without re-encoding them.
 func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) ([]Stored, error) {
+	// Once a commit is in its actor store, its event must follow: a caller
+	// giving up must not leave the firehose with a gap. (It also spares
+	// modernc the goroutine it starts per statement to watch a context.)
+	ctx = context.WithoutCancel(ctx)
 	t := now.UTC().Format(timeFormat)
 	out := make([]Stored, 0, len(events))
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
