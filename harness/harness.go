@@ -1,6 +1,7 @@
 package harness
 
 import (
+	"context"
 	"fmt"
 	"log/slog"
 	"os"
@@ -11,6 +12,7 @@ import (
 	"github.com/fakepds/fakepds/pds"
 	"github.com/fakepds/fakepds/pds/clock"
 	"github.com/fakepds/fakepds/pds/env"
+	"github.com/fakepds/fakepds/pds/stats"
 )
 
 // PDS is a running PDS a test talks to: one this process started
@@ -71,6 +73,15 @@ func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
 	return &PDS{srv: srv, clock: c, url: srv.URL(), plcURL: srv.PLCURL(), adminPassword: srv.AdminPassword()}, nil
 }
 
+// Attach returns a PDS for one already running elsewhere (a fakepds
+// binary, another process's server): its URL, its PLC directory's URL and
+// its admin password. Main does this when HARNESS_PDS_URL is set. The
+// powers (clock, faults, emails, stats) go through the fakepds control
+// plane; against another PDS they skip the test.
+func Attach(url, plcURL, adminPassword string) *PDS {
+	return &PDS{url: strings.TrimSuffix(url, "/"), plcURL: strings.TrimSuffix(plcURL, "/"), adminPassword: adminPassword}
+}
+
 // Close stops a PDS this process started; an attached one is left running.
 func (p *PDS) Close() error {
 	if p.srv == nil {
@@ -105,7 +116,7 @@ func run(m *testing.M, opts []Option) int {
 	}
 	var p *PDS
 	if vars.URL != "" {
-		p = &PDS{url: strings.TrimSuffix(vars.URL, "/"), plcURL: strings.TrimSuffix(vars.PLCURL, "/"), adminPassword: vars.AdminPassword}
+		p = Attach(vars.URL, vars.PLCURL, vars.AdminPassword)
 	} else if p, err = start(vars, nil, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "harness: start PDS:", err)
 		return 2
@@ -116,6 +127,20 @@ func run(m *testing.M, opts []Option) int {
 
 	code := m.Run()
 
+	if vars.Stats {
+		if p.srv != nil {
+			statsTable(os.Stderr, p.srv.Stats().Snapshot())
+		} else {
+			var out struct {
+				Methods []stats.Method `json:"methods"`
+			}
+			if err := p.control(context.Background(), "GET", "stats", nil, &out); err != nil {
+				fmt.Fprintln(os.Stderr, "harness: stats:", err)
+			} else {
+				statsTable(os.Stderr, out.Methods)
+			}
+		}
+	}
 	if err := p.Close(); err != nil {
 		fmt.Fprintln(os.Stderr, "harness: close PDS:", err)
 		if code == 0 {

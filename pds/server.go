@@ -27,10 +27,12 @@ import (
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/faults"
 	"github.com/fakepds/fakepds/pds/firehose"
 	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/plc"
 	"github.com/fakepds/fakepds/pds/sequencer"
+	"github.com/fakepds/fakepds/pds/stats"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
@@ -73,8 +75,8 @@ type Config struct {
 	// warnings and writes warnings to stderr.
 	Logger *slog.Logger
 	// Clock is the server's time (token expiry, email tokens, event
-	// times); the real clock when nil. The harness passes a clock.Shifted
-	// so a test can move it forward.
+	// times). When nil, a clock.Shifted: the real time until a test (or
+	// the control plane) moves it forward.
 	Clock clock.Clock
 	// ReferencePasswordCost hashes passwords at the reference PDS's scrypt
 	// cost (N=16384, ~50 ms a hash) instead of fakepds's cheap default.
@@ -120,6 +122,8 @@ type Server struct {
 	hasher auth.Hasher
 	keys   keyCache
 	outbox mail.Outbox
+	faults faults.Faults
+	stats  stats.Stats
 	// tids mints record keys for createRecord; one clock per server so
 	// keys only increase.
 	tids      *syntax.TIDClock
@@ -246,7 +250,9 @@ func (c *Config) fill() error {
 		c.ActorStoreCache = 256
 	}
 	if c.Clock == nil {
-		c.Clock = clock.Real{}
+		// Shifted, so the control plane can move it; it runs with the
+		// real time until someone does.
+		c.Clock = &clock.Shifted{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
@@ -387,6 +393,7 @@ func (s *Server) closeStores() error {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	x := xrpc.NewMux(s.log)
+	x.Faults, x.Stats = &s.faults, &s.stats
 	s.registerServer(x)
 	s.registerSession(x)
 	s.registerAppPasswords(x)
@@ -406,5 +413,6 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", s.root)
 	mux.HandleFunc("GET /robots.txt", s.robots)
 	mux.HandleFunc("GET /.well-known/atproto-did", s.wellKnownDID)
+	s.controlRoutes(mux)
 	return mux
 }

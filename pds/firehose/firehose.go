@@ -173,6 +173,18 @@ func (h *Handler) Close() {
 	h.wg.Wait()
 }
 
+// Drop disconnects every current subscriber (a fault a test injects to
+// exercise a consumer's reconnect); new subscriptions are still served.
+func (h *Handler) Drop() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for conn, cancel := range h.conns {
+		cancel()
+		_ = conn.Close()
+	}
+	return len(h.conns)
+}
+
 type streamError struct{ name, message string }
 
 func (e *streamError) Error() string { return e.name + ": " + e.message }

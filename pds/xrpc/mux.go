@@ -1,13 +1,20 @@
 package xrpc
 
 import (
+	"bufio"
 	"encoding/json"
+	"errors"
 	"log/slog"
+	"net"
 	"net/http"
 	"runtime/debug"
 	"strings"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/fakepds/fakepds/pds/faults"
+	"github.com/fakepds/fakepds/pds/stats"
 )
 
 // Kind is the lexicon type of a method: a query is a GET, a procedure a POST.
@@ -39,6 +46,10 @@ type method struct {
 type Mux struct {
 	methods map[string]method
 	log     *slog.Logger
+	// Faults, when set, can fail or delay calls before their handler runs.
+	Faults *faults.Faults
+	// Stats, when set, records every call's method, status and duration.
+	Stats *stats.Stats
 }
 
 // NewMux returns an empty Mux. Panics in handlers are logged to log and
@@ -100,6 +111,27 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, InvalidRequest("", "invalid xrpc path"))
 		return
 	}
+	if m.Stats != nil {
+		start := time.Now()
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		w = rec
+		defer func() { m.Stats.Record(name, rec.status, time.Since(start)) }()
+	}
+	if m.Faults != nil {
+		if rule, ok := m.Faults.Take(name); ok {
+			if rule.Delay > 0 {
+				select {
+				case <-time.After(rule.Delay):
+				case <-r.Context().Done():
+					return
+				}
+			}
+			if rule.Status != 0 {
+				WriteError(w, withDefaultName(&Error{Status: rule.Status, Name: rule.Error, Message: rule.Message}))
+				return
+			}
+		}
+	}
 	meth, ok := m.methods[name]
 	if !ok {
 		WriteError(w, NotImplemented())
@@ -118,6 +150,29 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		WriteError(w, e)
 	}
 }
+
+// statusRecorder remembers the status a handler wrote. It passes Hijack
+// through, for the WebSocket upgrade of subscriptions.
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (r *statusRecorder) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	h, ok := r.ResponseWriter.(http.Hijacker)
+	if !ok {
+		return nil, nil, errors.New("xrpc: connection cannot be hijacked")
+	}
+	r.status = http.StatusSwitchingProtocols
+	return h.Hijack()
+}
+
+func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter }
 
 // WriteError writes err as an XRPC error envelope. Errors that are not
 // *Error become a bare 500.

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fakepds/fakepds/pds/faults"
+	"github.com/fakepds/fakepds/pds/stats"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
@@ -106,5 +108,25 @@ func TestHandleRejectsBadRegistrations(t *testing.T) {
 			}()
 			f()
 		}()
+	}
+}
+
+func TestFaultsAndStats(t *testing.T) {
+	m := xrpc.NewMux(nil)
+	m.Faults, m.Stats = &faults.Faults{}, &stats.Stats{}
+	m.Handle(xrpc.Query, "com.example.ok", func(w http.ResponseWriter, r *http.Request) error {
+		xrpc.WriteJSON(w, 200, map[string]string{})
+		return nil
+	})
+	m.Faults.Add(faults.Rule{Method: "com.example.ok", Times: 2, Status: 503, Error: "NotEnoughResources", Message: "injected"})
+	for i, want := range []int{503, 503, 200} {
+		code, e, _ := do(t, m, "GET", "/xrpc/com.example.ok")
+		if code != want || (want == 503 && (e.Error != "NotEnoughResources" || e.Message != "injected")) {
+			t.Fatalf("call %d: %d %+v, want %d", i, code, e, want)
+		}
+	}
+	snap := m.Stats.Snapshot()
+	if len(snap) != 1 || snap[0].Count != 3 || snap[0].Errors != 2 {
+		t.Fatalf("stats %+v", snap)
 	}
 }
