@@ -1,13 +1,16 @@
 package pds
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"hash/fnv"
+	"io"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
@@ -31,6 +34,7 @@ func (s *Server) registerRepo(x *xrpc.Mux) {
 	x.Handle(xrpc.Query, "com.atproto.repo.getRecord", s.getRecord)
 	x.Handle(xrpc.Query, "com.atproto.repo.listRecords", s.listRecords)
 	x.Handle(xrpc.Query, "com.atproto.repo.describeRepo", s.describeRepo)
+	x.Handle(xrpc.Procedure, "com.atproto.repo.importRepo", s.importRepo)
 }
 
 // repoLocks serialize a repo's commit with its firehose event: the event
@@ -640,4 +644,43 @@ func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request) error {
 		Handle: handleOrInvalid(acc), Did: acc.DID, DidDoc: docVal, Collections: collections, HandleIsCorrect: correct,
 	})
 	return nil
+}
+
+// maxImportSize bounds importRepo's CAR. The reference sets no limit by
+// default; a test server keeps one so a runaway upload cannot fill memory.
+const maxImportSize = 256 << 20
+
+func (s *Server) importRepo(w http.ResponseWriter, r *http.Request) error {
+	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
+	if err != nil {
+		return err
+	}
+	if enc, err := xrpc.Encoding(r); err != nil {
+		return err
+	} else if enc != "application/vnd.ipld.car" {
+		return xrpc.InvalidRequest("", "Wrong request encoding (Content-Type): %s", enc)
+	}
+	car, err := io.ReadAll(io.LimitReader(r.Body, maxImportSize+1))
+	if err != nil {
+		return xrpc.InvalidRequest("", "could not read request body")
+	}
+	if len(car) > maxImportSize {
+		return xrpc.PayloadTooLarge()
+	}
+	ctx := r.Context()
+	unlock := s.repoLocks.lock(c.DID)
+	defer unlock()
+	err = s.withActor(ctx, c.DID, func(db *store.DB) error {
+		return db.Write(ctx, func(tx *sql.Tx) error {
+			_, err := repo.Import(ctx, tx, syntax.DID(c.DID), bytes.NewReader(car))
+			return err
+		})
+	})
+	if errors.Is(err, repo.ErrInvalidRepo) {
+		return xrpc.InvalidRequest("", "%s", strings.TrimPrefix(err.Error(), "repo: "))
+	}
+	if err != nil {
+		return err
+	}
+	return ok(w)
 }

@@ -256,3 +256,39 @@ func TestGetRepoVerifies(t *testing.T) {
 		}
 	}
 }
+
+// importRepo takes a repo's CAR back: records deleted since the export
+// come back, and garbage is refused.
+func TestImportRepo(t *testing.T) {
+	s := start(t, pds.Config{})
+	ctx := t.Context()
+	a := createAccount(t, s, "import.test", "import@example.com", "pw")
+	cl := bearer(s, a.AccessJwt)
+	var refs []*comatproto.RepoCreateRecord_Output
+	for i := range 3 {
+		out, err := comatproto.RepoCreateRecord(ctx, cl, &comatproto.RepoCreateRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Record: post(fmt.Sprint(i))})
+		if err != nil {
+			t.Fatal(err)
+		}
+		refs = append(refs, out)
+	}
+	car, err := comatproto.SyncGetRepo(ctx, cl, a.Did, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, _ := syntax.ParseATURI(refs[0].Uri)
+	if _, err := comatproto.RepoDeleteRecord(ctx, cl, &comatproto.RepoDeleteRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Rkey: u.RecordKey().String()}); err != nil {
+		t.Fatal(err)
+	}
+	importCAR := func(body []byte) error {
+		return cl.LexDo(ctx, "POST", "application/vnd.ipld.car", "com.atproto.repo.importRepo", nil, bytes.NewReader(body), nil)
+	}
+	if err := importCAR(car); err != nil {
+		t.Fatalf("importRepo: %v", err)
+	}
+	got, err := comatproto.RepoGetRecord(ctx, cl, "", "app.bsky.feed.post", a.Did, u.RecordKey().String())
+	if err != nil || *got.Cid != refs[0].Cid {
+		t.Fatalf("record after import: %+v, %v", got, err)
+	}
+	apiErr(t, importCAR([]byte("not a car")), 400, "InvalidRequest")
+}
