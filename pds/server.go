@@ -100,6 +100,11 @@ type Config struct {
 	RecoveryDIDKey string
 	// NoPLCRateLimit lifts the PLC directory's per-DID operation limits.
 	NoPLCRateLimit bool
+	// AppViewURL and AppViewDID name an appview to which methods this
+	// server does not serve (app.bsky.feed.getTimeline, ...) are proxied,
+	// with a service auth token, as the reference proxies them. Unset,
+	// such methods answer 501 MethodNotImplemented.
+	AppViewURL, AppViewDID string
 }
 
 // Server is a running (or ready to run) fakepds.
@@ -126,8 +131,9 @@ type Server struct {
 	stats  stats.Stats
 	// tids mints record keys for createRecord; one clock per server so
 	// keys only increase.
-	tids      *syntax.TIDClock
-	repoLocks repoLocks
+	tids        *syntax.TIDClock
+	repoLocks   repoLocks
+	proxyClient *http.Client
 
 	handler http.Handler
 
@@ -147,7 +153,8 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, tids: syntax.NewTIDClock(0)}
+	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, tids: syntax.NewTIDClock(0),
+		proxyClient: &http.Client{Timeout: 30 * time.Second}}
 	s.hasher = auth.Hasher{N: auth.CheapScryptN}
 	if cfg.ReferencePasswordCost {
 		s.hasher.N = auth.ReferenceScryptN
@@ -245,6 +252,9 @@ func (c *Config) fill() error {
 	}
 	if c.BlobUploadLimit == 0 {
 		c.BlobUploadLimit = 5_000_000
+	}
+	if c.AppViewURL != "" && c.AppViewDID == "" {
+		return errors.New("pds: Config.AppViewURL needs AppViewDID (the appview's service DID)")
 	}
 	if c.ActorStoreCache == 0 {
 		c.ActorStoreCache = 256
@@ -393,7 +403,7 @@ func (s *Server) closeStores() error {
 func (s *Server) routes() http.Handler {
 	mux := http.NewServeMux()
 	x := xrpc.NewMux(s.log)
-	x.Faults, x.Stats = &s.faults, &s.stats
+	x.Faults, x.Stats, x.Fallback = &s.faults, &s.stats, s.proxy
 	s.registerServer(x)
 	s.registerSession(x)
 	s.registerAppPasswords(x)

@@ -50,6 +50,9 @@ type Mux struct {
 	Faults *faults.Faults
 	// Stats, when set, records every call's method, status and duration.
 	Stats *stats.Stats
+	// Fallback, when set, may serve a method that is not registered (the
+	// PDS proxies it to its appview); it reports whether it did.
+	Fallback func(w http.ResponseWriter, r *http.Request, nsid string) bool
 }
 
 // NewMux returns an empty Mux. Panics in handlers are logged to log and
@@ -134,7 +137,9 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	meth, ok := m.methods[name]
 	if !ok {
-		WriteError(w, NotImplemented())
+		if m.Fallback == nil || !m.Fallback(w, r, name) {
+			WriteError(w, NotImplemented())
+		}
 		return
 	}
 	want := meth.kind.httpMethod()
