@@ -91,9 +91,8 @@ func (p *PDS) Close() error {
 }
 
 var (
-	sharedMu  sync.Mutex
-	shared    *PDS
-	sharedErr error
+	sharedMu sync.Mutex
+	shared   *PDS
 )
 
 // Main starts one PDS for the test binary, runs the tests, closes the PDS

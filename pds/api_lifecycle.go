@@ -542,7 +542,9 @@ func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request) error 
 		return xrpc.MissingInput("useCount")
 	}
 	if in.ForAccount == "" {
-		in.ForAccount = "admin"
+		in.ForAccount = "admin" // the default; sent explicitly, it is not a DID
+	} else if _, err := syntax.ParseDID(in.ForAccount); err != nil {
+		return xrpc.InvalidRequest("", "Invalid DID (got %q) at $.forAccount", in.ForAccount)
 	}
 	code := account.NewInviteCode(s.cfg.Hostname)
 	if err := s.accounts.CreateInviteCodes(r.Context(), []string{code}, int(*in.UseCount), in.ForAccount, "admin", s.clock.Now()); err != nil {
@@ -570,6 +572,11 @@ func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request) error
 	count := int64(1)
 	if in.CodeCount != nil {
 		count = *in.CodeCount
+	}
+	for i, acct := range in.ForAccounts {
+		if _, err := syntax.ParseDID(acct); err != nil {
+			return xrpc.InvalidRequest("", "Invalid DID (got %q) at $.forAccounts[%d]", acct, i)
+		}
 	}
 	if len(in.ForAccounts) == 0 {
 		in.ForAccounts = []string{"admin"}

@@ -18,8 +18,6 @@ var (
 	// scopesStandard: what most authenticated methods accept, app
 	// passwords included.
 	scopesStandard = []auth.Scope{auth.ScopeAccess, auth.ScopeAppPass, auth.ScopeAppPassPrivileged}
-	// scopesPrivileged: methods an ordinary app password may not call.
-	scopesPrivileged = []auth.Scope{auth.ScopeAccess, auth.ScopeAppPassPrivileged}
 	// scopesFull: methods only a full password session may call.
 	scopesFull = []auth.Scope{auth.ScopeAccess}
 )

@@ -21,7 +21,7 @@ func TestProxyToAppView(t *testing.T) {
 		v := indigoauth.ServiceAuthValidator{Audience: "did:web:appview.test", Dir: s.Directory()}
 		iss, err := v.Validate(r.Context(), strings.TrimPrefix(r.Header.Get("Authorization"), "Bearer "), &lxm)
 		if err != nil {
-			http.Error(w, `{"error":"BadJwt","message":"`+err.Error()+`"}`, 401)
+			http.Error(w, `{"error":"BadJwt","message":"`+err.Error()+`"}`, http.StatusUnauthorized)
 			return
 		}
 		w.Header().Set("Content-Type", "application/json")

@@ -306,13 +306,8 @@ func (m *Manager) Activate(ctx context.Context, did string) error {
 // passwords, its key, email tokens) in one transaction.
 func (m *Manager) Delete(ctx context.Context, did string) error {
 	return m.db.Write(ctx, func(tx *sql.Tx) error {
-		// Foreign keys cascade from actor; invite codes it owns go too.
-		if _, err := tx.ExecContext(ctx, `DELETE FROM invite_code_use WHERE code IN (SELECT code FROM invite_code WHERE for_account = ?)`, did); err != nil {
-			return err
-		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM invite_code WHERE for_account = ?`, did); err != nil {
-			return err
-		}
+		// Foreign keys cascade from actor. Invite codes stay, as in the
+		// reference: other accounts' invitedBy still names them.
 		res, err := tx.ExecContext(ctx, `DELETE FROM actor WHERE did = ?`, did)
 		if err != nil {
 			return err

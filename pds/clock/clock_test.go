@@ -18,7 +18,7 @@ func TestShifted(t *testing.T) {
 	if c.Offset() != 4*time.Hour {
 		t.Fatalf("offset %v", c.Offset())
 	}
-	if got := c.Now().Sub(time.Now()); got < 4*time.Hour-time.Minute || got > 4*time.Hour+time.Minute {
+	if got := time.Until(c.Now()); got < 4*time.Hour-time.Minute || got > 4*time.Hour+time.Minute {
 		t.Fatalf("Now is %v ahead, want 4h", got)
 	}
 }

@@ -82,7 +82,7 @@ func DecodeJSON(r *http.Request, limit int64, v any) error {
 		case errors.As(err, &se):
 			return &Error{Status: 400, Name: "SyntaxError", Message: fmt.Sprintf("Invalid JSON at offset %d: %v", se.Offset, se)}
 		case errors.As(err, &te):
-			return InvalidRequest("", "Input/%s must be %s", fieldPath(te), kindName(te.Type))
+			return InvalidRequest("", "Expected %s value type (got %s) at $.%s", kindName(te.Type), valueAt(b, te.Field), te.Field)
 		}
 		return InvalidRequest("", "Invalid input: %v", err)
 	}
@@ -91,33 +91,44 @@ func DecodeJSON(r *http.Request, limit int64, v any) error {
 
 var jsonTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Name: "PayloadTooLargeError", Message: "request entity too large"}
 
-func fieldPath(te *json.UnmarshalTypeError) string {
-	if te.Field == "" {
-		return "input"
+// valueAt is the JSON of the value at a dotted field path of body, as the
+// reference quotes it in a type error.
+func valueAt(body []byte, field string) string {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return "?"
 	}
-	return strings.ReplaceAll(te.Field, ".", "/")
+	for _, k := range strings.Split(field, ".") {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return "?"
+		}
+		v = m[k]
+	}
+	b, _ := json.Marshal(v)
+	return string(b)
 }
 
 // kindName names the JSON type a Go field wants, in the reference's words
-// ("Input/handle must be a string").
+// ("Expected string value type (got 1) at $.handle").
 func kindName(t reflect.Type) string {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
 	switch t.Kind() {
 	case reflect.String:
-		return "a string"
+		return "string"
 	case reflect.Bool:
-		return "a boolean"
+		return "boolean"
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
 		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "an integer"
+		return "integer"
 	case reflect.Float32, reflect.Float64:
-		return "a number"
+		return "number"
 	case reflect.Slice, reflect.Array:
-		return "an array"
+		return "array"
 	}
-	return "an object"
+	return "object"
 }
 
 // MissingInput is the reference's schema error for a required input

@@ -32,8 +32,8 @@ func TestDecodeJSON(t *testing.T) {
 		{name: "wrong content type", ct: "text/plain", body: `{}`, status: 400, errName: "InvalidRequest", msg: "Wrong request encoding (Content-Type): text/plain"},
 		{name: "syntax", ct: "application/json", body: `{"handle":`, status: 400, errName: "SyntaxError"},
 		{name: "not an object", ct: "application/json", body: `"str"`, status: 400, errName: "SyntaxError"},
-		{name: "wrong type", ct: "application/json", body: `{"handle": 5}`, status: 400, errName: "InvalidRequest", msg: "Input/handle must be a string"},
-		{name: "nested wrong type", ct: "application/json", body: `{"nested": {"flag": "x"}}`, status: 400, errName: "InvalidRequest", msg: "Input/nested/flag must be a boolean"},
+		{name: "wrong type", ct: "application/json", body: `{"handle": 5}`, status: 400, errName: "InvalidRequest", msg: "Expected string value type (got 5) at $.handle"},
+		{name: "nested wrong type", ct: "application/json", body: `{"nested": {"flag": "x"}}`, status: 400, errName: "InvalidRequest", msg: "Expected boolean value type (got \"x\") at $.nested.flag"},
 		{name: "too large", ct: "application/json", body: `{"handle":"` + strings.Repeat("a", 100) + `"}`, limit: 50, status: 413, errName: "PayloadTooLargeError", msg: "request entity too large"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
