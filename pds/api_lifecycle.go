@@ -23,9 +23,11 @@ func (s *Server) registerLifecycle(x *xrpc.Mux) {
 	x.Handle(xrpc.Query, "com.atproto.server.checkAccountStatus", s.checkAccountStatus)
 	x.Handle(xrpc.Procedure, "com.atproto.server.activateAccount", s.activateAccount)
 	x.Handle(xrpc.Procedure, "com.atproto.server.deactivateAccount", s.deactivateAccount)
-	x.Handle(xrpc.Procedure, "com.atproto.server.requestAccountDelete", s.requestAccountDelete)
+	x.Handle(xrpc.Procedure, "com.atproto.server.requestAccountDelete",
+		s.emailTokenRequest(scopesFull, check{takedown: true}, account.PurposeDeleteAccount, "Account Deletion Requested"))
 	x.Handle(xrpc.Procedure, "com.atproto.server.deleteAccount", s.deleteAccount)
-	x.Handle(xrpc.Procedure, "com.atproto.server.requestEmailConfirmation", s.requestEmailConfirmation)
+	x.Handle(xrpc.Procedure, "com.atproto.server.requestEmailConfirmation",
+		s.emailTokenRequest(scopesStandard, check{takedown: true}, account.PurposeConfirmEmail, "Email Confirmation"))
 	x.Handle(xrpc.Procedure, "com.atproto.server.confirmEmail", s.confirmEmail)
 	x.Handle(xrpc.Procedure, "com.atproto.server.requestPasswordReset", s.requestPasswordReset)
 	x.Handle(xrpc.Procedure, "com.atproto.server.resetPassword", s.resetPassword)
@@ -248,24 +250,30 @@ func (s *Server) accountWithEmail(ctx context.Context, did string) (*account.Acc
 	return acc, nil
 }
 
-func (s *Server) requestAccountDelete(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
-	if err != nil {
-		return err
+
+// emailTokenRequest is the handler of the methods that mail the caller a
+// token for purpose (requestAccountDelete, requestEmailConfirmation,
+// requestPlcOperationSignature): they differ only in who may call them.
+func (s *Server) emailTokenRequest(scopes []auth.Scope, chk check, purpose account.Purpose, subject string) xrpc.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) error {
+		c, err := s.bearer(r, auth.TypeAccess, scopes, chk)
+		if err != nil {
+			return err
+		}
+		if err := xrpc.NoBody(r); err != nil {
+			return err
+		}
+		acc, err := s.accountWithEmail(r.Context(), c.DID)
+		if err != nil {
+			return err
+		}
+		tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, purpose, s.clock.Now())
+		if err != nil {
+			return err
+		}
+		s.sendMail(acc, purpose, tok, subject)
+		return ok(w)
 	}
-	if err := xrpc.NoBody(r); err != nil {
-		return err
-	}
-	acc, err := s.accountWithEmail(r.Context(), c.DID)
-	if err != nil {
-		return err
-	}
-	tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, account.PurposeDeleteAccount, s.clock.Now())
-	if err != nil {
-		return err
-	}
-	s.sendMail(acc, account.PurposeDeleteAccount, tok, "Account Deletion Requested")
-	return ok(w)
 }
 
 // emailTokenError maps the account manager's token errors.
@@ -335,25 +343,6 @@ func (s *Server) removeAccount(ctx context.Context, did string) error {
 	return s.seq.DeleteAccountEventsBefore(ctx, did, evs[0].Seq)
 }
 
-func (s *Server) requestEmailConfirmation(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})
-	if err != nil {
-		return err
-	}
-	if err := xrpc.NoBody(r); err != nil {
-		return err
-	}
-	acc, err := s.accountWithEmail(r.Context(), c.DID)
-	if err != nil {
-		return err
-	}
-	tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, account.PurposeConfirmEmail, s.clock.Now())
-	if err != nil {
-		return err
-	}
-	s.sendMail(acc, account.PurposeConfirmEmail, tok, "Email Confirmation")
-	return ok(w)
-}
 
 func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})

@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/fakepds/fakepds/pds/account"
@@ -120,20 +119,32 @@ func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	active, status := accountStatus(acc)
-	out := comatproto.ServerCreateSession_Output{
-		AccessJwt:      sess.access,
-		RefreshJwt:     sess.refresh,
-		Did:            acc.DID,
-		DidDoc:         s.didDocForSession(r.Context(), acc.DID),
-		Handle:         handleOrInvalid(acc),
-		Email:          optional(acc.Email),
-		EmailConfirmed: ptr(acc.EmailConfirmedAt != ""),
-		Active:         active,
-		Status:         status,
-	}
-	xrpc.WriteJSON(w, http.StatusOK, out)
+	xrpc.WriteJSON(w, http.StatusOK, s.sessionView(r.Context(), acc, sess))
 	return nil
+}
+
+// sessionView is the output createSession, getSession and refreshSession
+// share: the tokens (when new ones were minted) and the account.
+type sessionView struct {
+	AccessJwt      string  `json:"accessJwt,omitempty"`
+	RefreshJwt     string  `json:"refreshJwt,omitempty"`
+	Did            string  `json:"did"`
+	DidDoc         *any    `json:"didDoc,omitempty"`
+	Handle         string  `json:"handle"`
+	Email          *string `json:"email,omitempty"`
+	EmailConfirmed bool    `json:"emailConfirmed"`
+	Active         bool    `json:"active"`
+	Status         *string `json:"status,omitempty"`
+}
+
+func (s *Server) sessionView(ctx context.Context, acc *account.Account, sess session) sessionView {
+	active, status := accountStatus(acc)
+	return sessionView{
+		AccessJwt: sess.access, RefreshJwt: sess.refresh,
+		Did: acc.DID, DidDoc: s.didDocForSession(ctx, acc.DID), Handle: handleOrInvalid(acc),
+		Email: optional(acc.Email), EmailConfirmed: acc.EmailConfirmedAt != "",
+		Active: *active, Status: status,
+	}
 }
 
 // optional is nil for "", so JSON leaves the field out.
@@ -144,7 +155,6 @@ func optional(s string) *string {
 	return &s
 }
 
-func ptr[T any](v T) *T { return &v }
 
 func padUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
@@ -204,17 +214,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	active, status := accountStatus(acc)
-	out := comatproto.ServerGetSession_Output{
-		Did:            acc.DID,
-		DidDoc:         s.didDocForSession(r.Context(), acc.DID),
-		Handle:         handleOrInvalid(acc),
-		Email:          optional(acc.Email),
-		EmailConfirmed: ptr(acc.EmailConfirmedAt != ""),
-		Active:         active,
-		Status:         status,
-	}
-	xrpc.WriteJSON(w, http.StatusOK, out)
+	xrpc.WriteJSON(w, http.StatusOK, s.sessionView(r.Context(), acc, session{}))
 	return nil
 }
 
@@ -255,19 +255,7 @@ func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	active, status := accountStatus(acc)
-	out := comatproto.ServerRefreshSession_Output{
-		AccessJwt:      sess.access,
-		RefreshJwt:     sess.refresh,
-		Did:            acc.DID,
-		DidDoc:         s.didDocForSession(ctx, acc.DID),
-		Handle:         handleOrInvalid(acc),
-		Email:          optional(acc.Email),
-		EmailConfirmed: ptr(acc.EmailConfirmedAt != ""),
-		Active:         active,
-		Status:         status,
-	}
-	xrpc.WriteJSON(w, http.StatusOK, out)
+	xrpc.WriteJSON(w, http.StatusOK, s.sessionView(ctx, acc, sess))
 	return nil
 }
 

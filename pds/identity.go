@@ -190,7 +190,8 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) registerIdentityWrites(x *xrpc.Mux) {
 	x.Handle(xrpc.Procedure, "com.atproto.identity.updateHandle", s.updateHandle)
 	x.Handle(xrpc.Query, "com.atproto.identity.getRecommendedDidCredentials", s.getRecommendedDidCredentials)
-	x.Handle(xrpc.Procedure, "com.atproto.identity.requestPlcOperationSignature", s.requestPlcOperationSignature)
+	x.Handle(xrpc.Procedure, "com.atproto.identity.requestPlcOperationSignature",
+		s.emailTokenRequest(append(scopesFull, auth.ScopeTakendown), check{}, account.PurposePLCOperation, "PLC Update Operation Requested"))
 	x.Handle(xrpc.Procedure, "com.atproto.identity.signPlcOperation", s.signPlcOperation)
 	x.Handle(xrpc.Procedure, "com.atproto.identity.submitPlcOperation", s.submitPlcOperation)
 }
@@ -294,25 +295,6 @@ func (s *Server) getRecommendedDidCredentials(w http.ResponseWriter, r *http.Req
 	return nil
 }
 
-func (s *Server) requestPlcOperationSignature(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
-	if err != nil {
-		return err
-	}
-	if err := xrpc.NoBody(r); err != nil {
-		return err
-	}
-	acc, err := s.accountWithEmail(r.Context(), c.DID)
-	if err != nil {
-		return err
-	}
-	tok, err := s.accounts.CreateEmailToken(r.Context(), c.DID, account.PurposePLCOperation, s.clock.Now())
-	if err != nil {
-		return err
-	}
-	s.sendMail(acc, account.PurposePLCOperation, tok, "PLC Update Operation Requested")
-	return ok(w)
-}
 
 func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
