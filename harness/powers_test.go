@@ -19,7 +19,9 @@ func TestSeedAndFirehose(t *testing.T) {
 	fh := p.Firehose(t)
 
 	post := alice.Post(t, "hello")
-	e := fh.Require(func(e harness.Event) bool { return e.DID == alice.DID.String() && e.HasOp("create", "app.bsky.feed.post/") })
+	e := fh.Require(func(e harness.Event) bool {
+		return e.DID == alice.DID.String() && e.HasOp("create", "app.bsky.feed.post/")
+	})
 	if e.Commit == nil || e.Seq == 0 {
 		t.Fatalf("event %v", e)
 	}
@@ -39,7 +41,9 @@ func TestSeedAndFirehose(t *testing.T) {
 	}
 	bob.DeleteRecord(t, like.URI)
 	p.RequireNoRecord(t, like.URI)
-	fh.Require(func(e harness.Event) bool { return e.HasOp("delete", like.URI.Collection().String()+"/"+like.URI.RecordKey().String()) })
+	fh.Require(func(e harness.Event) bool {
+		return e.HasOp("delete", like.URI.Collection().String()+"/"+like.URI.RecordKey().String())
+	})
 }
 
 func TestFaults(t *testing.T) {

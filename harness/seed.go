@@ -225,4 +225,3 @@ func (p *PDS) RequireNoRecord(t testing.TB, uri syntax.ATURI) {
 		t.Fatalf("record %s exists", uri)
 	}
 }
-

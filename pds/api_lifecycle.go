@@ -250,7 +250,6 @@ func (s *Server) accountWithEmail(ctx context.Context, did string) (*account.Acc
 	return acc, nil
 }
 
-
 // emailTokenRequest is the handler of the methods that mail the caller a
 // token for purpose (requestAccountDelete, requestEmailConfirmation,
 // requestPlcOperationSignature): they differ only in who may call them.
@@ -342,7 +341,6 @@ func (s *Server) removeAccount(ctx context.Context, did string) error {
 	}
 	return s.seq.DeleteAccountEventsBefore(ctx, did, evs[0].Seq)
 }
-
 
 func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})

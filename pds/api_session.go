@@ -155,7 +155,6 @@ func optional(s string) *string {
 	return &s
 }
 
-
 func padUntil(t time.Time) { time.Sleep(time.Until(t)) }
 
 var errBadLogin = xrpc.AuthRequired("", "Invalid identifier or password")

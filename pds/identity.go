@@ -295,7 +295,6 @@ func (s *Server) getRecommendedDidCredentials(w http.ResponseWriter, r *http.Req
 	return nil
 }
 
-
 func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request) error {
 	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
 	if err != nil {
