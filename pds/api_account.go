@@ -238,9 +238,12 @@ func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.Pr
 	return c, nil
 }
 
-// destroyActorStore closes and removes did's actor store files.
+// destroyActorStore closes and removes did's actor store files and blobs.
 func (s *Server) destroyActorStore(did string) {
 	s.actors.Evict(did)
+	if err := s.blobs().RemoveAccount(did); err != nil {
+		s.log.Warn("remove blobs", "did", did, "err", err)
+	}
 	p := actorstore.Path(s.actorDir(), did)
 	for _, suffix := range []string{"", "-wal", "-shm"} {
 		if err := os.Remove(p + suffix); err != nil && !errors.Is(err, os.ErrNotExist) {

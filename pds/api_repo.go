@@ -20,6 +20,7 @@ import (
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/store"
@@ -134,14 +135,24 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 		if err != nil {
 			return err
 		}
-		return a.Write(ctx, func(tx *sql.Tx) error {
+		var garbage blob.Garbage
+		err = a.Write(ctx, func(tx *sql.Tx) error {
 			var err error
 			commit, err = rw.Apply(ctx, tx, syntax.DID(did), key, ws, swapCommit)
 			if err != nil || commit == nil {
 				return err
 			}
-			return s.trackBlobs(ctx, tx, did, writes)
+			garbage, err = trackBlobs(ctx, tx, did, writes)
+			return err
 		})
+		if err == nil {
+			// Files go only once the transaction that freed them has
+			// committed; a failure leaves files, never loses one in use.
+			if err := s.blobs().Sweep(ctx, a.DB, did, garbage); err != nil {
+				s.log.Warn("blob sweep", "did", did, "err", err)
+			}
+		}
+		return err
 	})
 	if err != nil {
 		return nil, repoWriteError(err)
@@ -166,7 +177,28 @@ func repoWriteError(err error) error {
 	case errors.Is(err, repo.ErrTooBig):
 		return xrpc.InvalidRequest("", "Too many writes. Max event size: 2MB")
 	}
-	return err
+	return blobRefError(err)
+}
+
+// trackBlobs keeps record_blob in step with the writes, in the write's
+// transaction: a record naming a blob never uploaded fails the whole write
+// (BlobNotFound). It returns the blobs no record references any more.
+func trackBlobs(ctx context.Context, tx *sql.Tx, did string, writes []prepared) (blob.Garbage, error) {
+	refs := blob.NewRefs(tx)
+	for _, w := range writes {
+		uri := string(w.uri(did))
+		if w.Action != repo.ActionCreate {
+			if err := refs.Dissociate(ctx, uri); err != nil {
+				return blob.Garbage{}, err
+			}
+		}
+		if w.Action != repo.ActionDelete {
+			if err := refs.Associate(ctx, uri, w.blobs); err != nil {
+				return blob.Garbage{}, err
+			}
+		}
+	}
+	return refs.Collect(ctx)
 }
 
 func parseSwap(field, v string) (*cid.Cid, error) {
@@ -646,6 +678,35 @@ func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
+// importBlobRefs records the blobs imported records reference, unchecked:
+// they are what listMissingBlobs lists until they are uploaded.
+func importBlobRefs(ctx context.Context, tx *sql.Tx, did string, ops []repo.Op) error {
+	refs := blob.NewRefs(tx)
+	for _, op := range ops {
+		uri := "at://" + did + "/" + op.Path
+		if err := refs.Dissociate(ctx, uri); err != nil {
+			return err
+		}
+		if op.Action == repo.ActionDelete {
+			continue
+		}
+		collection, rkey, _ := strings.Cut(op.Path, "/")
+		_, val, err := repo.GetRecord(ctx, tx, syntax.NSID(collection), syntax.RecordKey(rkey), nil)
+		if err != nil {
+			return err
+		}
+		blobs, err := repo.BlobRefs(val)
+		if err != nil {
+			return err
+		}
+		if err := refs.Import(ctx, uri, blobs); err != nil {
+			return err
+		}
+	}
+	_, err := refs.Collect(ctx)
+	return err
+}
+
 // maxImportSize bounds importRepo's CAR. The reference sets no limit by
 // default; a test server keeps one so a runaway upload cannot fill memory.
 const maxImportSize = 256 << 20
@@ -672,8 +733,11 @@ func (s *Server) importRepo(w http.ResponseWriter, r *http.Request) error {
 	defer unlock()
 	err = s.withActor(ctx, c.DID, func(db *store.DB) error {
 		return db.Write(ctx, func(tx *sql.Tx) error {
-			_, err := repo.Import(ctx, tx, syntax.DID(c.DID), bytes.NewReader(car))
-			return err
+			ops, err := repo.Import(ctx, tx, syntax.DID(c.DID), bytes.NewReader(car))
+			if err != nil {
+				return err
+			}
+			return importBlobRefs(ctx, tx, c.DID, ops)
 		})
 	})
 	if errors.Is(err, repo.ErrInvalidRepo) {

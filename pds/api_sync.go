@@ -48,7 +48,7 @@ func (s *Server) selfOrAdmin(r *http.Request, did string) (bool, error) {
 		}
 		return true, nil
 	}
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
 	if err != nil {
 		return false, err
 	}

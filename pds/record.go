@@ -1,8 +1,6 @@
 package pds
 
 import (
-	"context"
-	"database/sql"
 	"encoding/json"
 	"fmt"
 
@@ -55,8 +53,3 @@ var recordPrefix = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
 
 // recordCID is the CID a record's DAG-CBOR bytes get in the repo.
 func recordCID(cbor []byte) (cid.Cid, error) { return recordPrefix.Sum(cbor) }
-
-// trackBlobs records which blobs the writes' records reference.
-func (s *Server) trackBlobs(ctx context.Context, tx *sql.Tx, did string, writes []prepared) error {
-	return nil
-}

@@ -64,7 +64,7 @@ type Config struct {
 	// InviteRequired makes createAccount demand an invite code.
 	InviteRequired bool
 	// BlobUploadLimit is the largest blob uploadBlob accepts, in bytes;
-	// 5,000,000 (the reference's default) when zero.
+	// 5 MiB (the reference's default) when zero.
 	BlobUploadLimit int64
 	// ActorStoreCache bounds the open actor store handles; 256 when zero.
 	ActorStoreCache int
@@ -251,7 +251,7 @@ func (c *Config) fill() error {
 		c.HandleDomains[i] = strings.ToLower(d)
 	}
 	if c.BlobUploadLimit == 0 {
-		c.BlobUploadLimit = 5_000_000
+		c.BlobUploadLimit = 5 << 20
 	}
 	if c.AppViewURL != "" && c.AppViewDID == "" {
 		return errors.New("pds: Config.AppViewURL needs AppViewDID (the appview's service DID)")
@@ -411,6 +411,7 @@ func (s *Server) routes() http.Handler {
 	s.registerAccount(x)
 	s.registerLifecycle(x)
 	s.registerRepo(x)
+	s.registerBlobs(x)
 	s.registerSync(x)
 	s.registerPrefs(x)
 	s.registerAdmin(x)

@@ -72,7 +72,7 @@ func TestDescribeServer(t *testing.T) {
 	if err := c.Get(t.Context(), "com.atproto.server.describeServer", nil, &raw); err != nil {
 		t.Fatal(err)
 	}
-	if raw["blobUploadLimit"] != float64(5_000_000) {
+	if raw["blobUploadLimit"] != float64(5<<20) {
 		t.Errorf("blobUploadLimit = %v", raw["blobUploadLimit"])
 	}
 }

@@ -1,0 +1,459 @@
+package blob
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/base32"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atdata"
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+
+	"github.com/fakepds/fakepds/pds/store"
+)
+
+// Errors of the store. The PDS answers them as the reference does.
+var (
+	// ErrTooLarge: the body passed Upload's limit.
+	ErrTooLarge = errors.New("blob: larger than the upload limit")
+	// ErrNotFound: no such blob to serve (unknown, temporary, taken down
+	// or its file gone).
+	ErrNotFound = errors.New("blob: not found")
+	// ErrTakendown: an upload of a blob an admin took down.
+	ErrTakendown = errors.New("blob: has been taken down")
+)
+
+// Store keeps blob files under one directory. It holds no state besides
+// its configuration: every Store on the same directory is the same store.
+// What serializes an upload with the deletion of the same blob is the
+// account's actor store writer (both run inside a write transaction).
+type Store struct {
+	dir   string
+	fsync bool
+}
+
+// New returns the store of the blob files under dir. With fsync, every
+// upload is on disk (file and directory entry) before Upload returns.
+func New(dir string, fsync bool) *Store {
+	return &Store{dir: dir, fsync: fsync}
+}
+
+// Prefix is the CID prefix of every blob: CIDv1, raw, sha2-256.
+var Prefix = cid.NewPrefixV1(cid.Raw, multihash.SHA2_256)
+
+// CID is the CID of a blob with the given content.
+func CID(data []byte) cid.Cid {
+	c, err := Prefix.Sum(data)
+	if err != nil {
+		panic(err) // sha2-256 cannot fail
+	}
+	return c
+}
+
+// accountDir is the directory of did's blobs.
+func (s *Store) accountDir(did string) string {
+	sum := sha256.Sum256([]byte(did))
+	h := hex.EncodeToString(sum[:])
+	return filepath.Join(s.dir, h[:2], h)
+}
+
+// Path is the file of blob c of did. ok is false when c cannot be a blob
+// of this store (not a sha2-256 multihash).
+func (s *Store) Path(did string, c cid.Cid) (path string, ok bool) {
+	dh, err := multihash.Decode(c.Hash())
+	if err != nil || dh.Code != multihash.SHA2_256 || len(dh.Digest) != sha256.Size {
+		return "", false
+	}
+	return filepath.Join(s.accountDir(did), hex.EncodeToString(dh.Digest)), true
+}
+
+// Upload is one uploadBlob call.
+type Upload struct {
+	DID  string
+	Body io.Reader
+	// MimeType is the declared media type, kept when Sniff finds none.
+	MimeType string
+	// Limit is the largest body accepted: ErrTooLarge past it.
+	Limit int64
+	Now   time.Time
+}
+
+// smallBlob is the size up to which an upload is held in memory and
+// written straight to its file inside the transaction: one file creation
+// instead of a temporary file and a rename, which on a real disk is most
+// of the cost of a small upload. Larger uploads stream to a temporary file.
+const smallBlob = 64 << 10
+
+var copyBufs = sync.Pool{New: func() any { b := make([]byte, smallBlob); return &b }}
+
+// Upload stores a blob for u.DID and records it in db (the account's
+// actor store) as a temporary upload, or as permanent when a record
+// already references it (a repo imported before its blobs). It returns the
+// blob ref uploadBlob answers with.
+func (s *Store) Upload(ctx context.Context, db *store.DB, u Upload) (atdata.Blob, error) {
+	dir := s.accountDir(u.DID)
+	if err := s.ensureDir(dir); err != nil {
+		return atdata.Blob{}, err
+	}
+	bp := copyBufs.Get().(*[]byte)
+	defer copyBufs.Put(bp)
+	buf := *bp
+	h := sha256.New()
+	n, err := io.ReadFull(u.Body, buf)
+	switch {
+	case int64(n) > u.Limit:
+		return atdata.Blob{}, ErrTooLarge
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		err = nil
+	case err != nil:
+		return atdata.Blob{}, err
+	}
+	h.Write(buf[:n])
+	size := int64(n)
+	var small []byte // the whole blob, when it fits in buf
+	var tmpName string
+	if n < len(buf) {
+		small = buf[:n]
+	} else {
+		tmp, err := s.spill(dir, u, buf, h, &size)
+		if err != nil {
+			return atdata.Blob{}, err
+		}
+		tmpName = tmp
+		defer os.Remove(tmpName) // fails harmlessly once renamed
+	}
+
+	var mime string
+	if small != nil {
+		mime = Sniff(bytes.NewReader(small), size)
+	} else {
+		f, err := os.Open(tmpName)
+		if err != nil {
+			return atdata.Blob{}, fmt.Errorf("blob: %w", err)
+		}
+		mime = Sniff(headReader{head: buf[:min(size, sampleSize)], f: f}, size)
+		f.Close()
+	}
+	if mime == "" {
+		mime = u.MimeType
+	}
+	mh, err := multihash.Encode(h.Sum(nil), multihash.SHA2_256)
+	if err != nil {
+		return atdata.Blob{}, err
+	}
+	c := cid.NewCidV1(cid.Raw, mh)
+	ref := atdata.Blob{Ref: atdata.CIDLink(c), MimeType: mime, Size: size}
+	final, _ := s.Path(u.DID, c)
+
+	err = db.Write(ctx, func(tx *sql.Tx) error {
+		// One statement for what the upload needs to know: each costs a
+		// parse.
+		var existed, referenced bool
+		var takedown sql.NullString
+		err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM blob WHERE cid = ?1),
+			(SELECT takedown_ref FROM blob WHERE cid = ?1),
+			EXISTS (SELECT 1 FROM record_blob WHERE blob_cid = ?1)`, c.String()).Scan(&existed, &takedown, &referenced)
+		if err != nil {
+			return err
+		}
+		if takedown.Valid {
+			return ErrTakendown
+		}
+		// The file goes in place inside the transaction: a Sweep of the
+		// same blob runs in one too, so it sees this row or runs before.
+		wrote := true
+		_, serr := os.Stat(final)
+		switch {
+		case small == nil:
+			err = os.Rename(tmpName, final)
+		case serr != nil:
+			err = s.writeFile(final, small, false)
+		case existed:
+			// Same bytes already there, and possibly being served: leave
+			// them be.
+			wrote = false
+		default:
+			// A file without a row (a collected blob not swept yet, or the
+			// remains of a crash), which a reader may still hold open:
+			// replace it, do not rewrite it.
+			err = s.writeFile(final, small, true)
+		}
+		if err != nil {
+			return fmt.Errorf("blob: %w", err)
+		}
+		if wrote && s.fsync {
+			if err := syncDir(dir); err != nil {
+				return err
+			}
+		}
+		err = track(ctx, tx, ref, referenced, u.Now)
+		if err != nil && !existed {
+			// The file is this upload's alone: the row that would name it
+			// is rolled back.
+			os.Remove(final)
+		}
+		return err
+	})
+	if err != nil {
+		return atdata.Blob{}, err
+	}
+	return ref, nil
+}
+
+// spill streams an upload larger than buf to a temporary file in dir,
+// buf's bytes first, hashing and counting into h and size. With fsync the
+// file is synced.
+func (s *Store) spill(dir string, u Upload, buf []byte, h hash.Hash, size *int64) (string, error) {
+	tmp, err := os.CreateTemp(dir, ".upload-*")
+	if err != nil {
+		return "", fmt.Errorf("blob: %w", err)
+	}
+	fail := func(err error) (string, error) {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	if _, err := tmp.Write(buf); err != nil {
+		return fail(fmt.Errorf("blob: %w", err))
+	}
+	for {
+		m, rerr := u.Body.Read(buf)
+		if m > 0 {
+			if *size+int64(m) > u.Limit {
+				return fail(ErrTooLarge)
+			}
+			h.Write(buf[:m])
+			if _, err := tmp.Write(buf[:m]); err != nil {
+				return fail(fmt.Errorf("blob: %w", err))
+			}
+			*size += int64(m)
+		}
+		if rerr == io.EOF {
+			break
+		}
+		if rerr != nil {
+			return fail(rerr)
+		}
+	}
+	// buf now holds the last bytes read: put the head back for the sniffer.
+	if _, err := tmp.ReadAt(buf[:min(*size, sampleSize)], 0); err != nil {
+		return fail(fmt.Errorf("blob: %w", err))
+	}
+	if s.fsync {
+		if err := tmp.Sync(); err != nil {
+			return fail(fmt.Errorf("blob: %w", err))
+		}
+	}
+	if err := tmp.Close(); err != nil {
+		return fail(fmt.Errorf("blob: %w", err))
+	}
+	return tmp.Name(), nil
+}
+
+// writeFile writes a small blob to its path (synced with fsync): in
+// place, since nothing serves that path until the transaction writing it
+// commits its row (and a failed one removes it), or, to replace a file,
+// through a temporary file renamed over it.
+func (s *Store) writeFile(path string, data []byte, replace bool) error {
+	name := path
+	var f *os.File
+	var err error
+	if replace {
+		f, err = os.CreateTemp(filepath.Dir(path), ".upload-*")
+		if err == nil {
+			name = f.Name()
+			defer os.Remove(name) // fails harmlessly once renamed
+		}
+	} else {
+		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && s.fsync {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil && replace {
+		err = os.Rename(name, path)
+	}
+	return err
+}
+
+// track records an uploaded blob as temporary, unless it is already
+// permanent, and makes it permanent at once when records already reference
+// it.
+func track(ctx context.Context, tx *sql.Tx, ref atdata.Blob, referenced bool, now time.Time) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO blob (cid, mime_type, size, temp_key, created_at)
+		VALUES (?, ?, ?, ?, ?)
+		ON CONFLICT (cid) DO UPDATE SET temp_key = excluded.temp_key WHERE blob.temp_key IS NOT NULL`,
+		ref.Ref.String(), ref.MimeType, ref.Size, newTempKey(), now.UTC().Format("2006-01-02T15:04:05.000Z"))
+	if err != nil || !referenced {
+		return err
+	}
+	return makePermanent(ctx, tx, ref)
+}
+
+// newTempKey is what marks a blob temporary. The reference names its
+// temporary file with it; here the file is already where it stays.
+func newTempKey() string {
+	var b [20]byte
+	_, _ = rand.Read(b[:])
+	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])
+}
+
+// headReader serves the first bytes of an upload from memory and the rest
+// from its file.
+type headReader struct {
+	head []byte
+	f    *os.File
+}
+
+func (r headReader) ReadAt(p []byte, off int64) (int, error) {
+	if off+int64(len(p)) <= int64(len(r.head)) {
+		return copy(p, r.head[off:]), nil
+	}
+	return r.f.ReadAt(p, off)
+}
+
+// Content is a blob opened for reading.
+type Content struct {
+	*os.File
+	MimeType string
+	Size     int64
+}
+
+// Querier is what the read functions query: a *sql.DB (an actor store's
+// Reader) or a *sql.Tx.
+type Querier interface {
+	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// Open opens blob c of did for getBlob: ErrNotFound unless it is permanent,
+// not taken down, and its file is there. The caller closes it.
+func (s *Store) Open(ctx context.Context, q Querier, did string, c cid.Cid) (*Content, error) {
+	path, ok := s.Path(did, c)
+	if !ok {
+		return nil, ErrNotFound
+	}
+	var out Content
+	var temp bool
+	err := q.QueryRowContext(ctx, `SELECT mime_type, size, temp_key IS NOT NULL FROM blob
+		WHERE cid = ? AND takedown_ref IS NULL`, c.String()).Scan(&out.MimeType, &out.Size, &temp)
+	if errors.Is(err, sql.ErrNoRows) || err == nil && temp {
+		// A temporary blob's bytes are, in the reference, not yet where
+		// getBlob looks.
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
+	}
+	out.File = f
+	return &out, nil
+}
+
+// Sweep deletes the files of g, blobs a committed transaction left without
+// rows. Call it after that transaction commits, never inside it. It checks
+// again, in a write transaction of db (the account's actor store), that no
+// upload has brought a blob back since; that transaction is what keeps a
+// concurrent Upload of the same bytes from losing its file.
+func (s *Store) Sweep(ctx context.Context, db *store.DB, did string, g Garbage) error {
+	if len(g.cids) == 0 {
+		return nil
+	}
+	return db.Write(ctx, func(tx *sql.Tx) error {
+		var errs []error
+		for _, key := range g.cids {
+			var one int
+			err := tx.QueryRowContext(ctx, `SELECT 1 FROM blob WHERE cid = ?`, key).Scan(&one)
+			if err == nil {
+				continue // uploaded again since
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+			c, err := cid.Decode(key)
+			if err != nil {
+				continue
+			}
+			if path, ok := s.Path(did, c); ok {
+				if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+					errs = append(errs, err)
+				}
+			}
+		}
+		return errors.Join(errs...)
+	})
+}
+
+// RemoveAccount deletes every blob file of did, as the reference does when
+// it deletes an account.
+func (s *Store) RemoveAccount(did string) error {
+	if err := os.RemoveAll(s.accountDir(did)); err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	return nil
+}
+
+// ensureDir makes an account's directory. With fsync, the entries of the
+// directories it created are synced in their parents too.
+func (s *Store) ensureDir(dir string) error {
+	if _, err := os.Stat(dir); err == nil {
+		return nil
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	if !s.fsync {
+		return nil
+	}
+	for d := dir; ; {
+		parent := filepath.Dir(d)
+		if err := syncDir(parent); err != nil {
+			return err
+		}
+		if d == s.dir || parent == d {
+			return nil
+		}
+		d = parent
+	}
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("blob: %w", err)
+	}
+	err = d.Sync()
+	if cerr := d.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("blob: sync %s: %w", dir, err)
+	}
+	return nil
+}
