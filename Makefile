@@ -3,11 +3,12 @@ GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
 ADDR ?= 127.0.0.1:2583
 PLC_ADDR ?= 127.0.0.1:2582
+FIXTURES ?= fixtures/social/social.json
 
 .PHONY: run test test-short bench lint
 
-run: ## a PDS on $(ADDR) (PLC on $(PLC_ADDR)) until Ctrl-C; prints its JSON line first
-	$(GO) run ./harness/cmd/fakepds serve --addr $(ADDR) --plc-addr $(PLC_ADDR)
+run: ## a PDS on $(ADDR) (PLC on $(PLC_ADDR)) with $(FIXTURES) until Ctrl-C; prints its JSON line first; data dir temporary unless HARNESS_PDS_DIR
+	$(GO) run ./harness/cmd/fakepds serve --addr $(ADDR) --plc-addr $(PLC_ADDR) --fixtures $(FIXTURES)
 
 test: ## every test, with the race detector
 	$(GO) test -race ./...

@@ -9,6 +9,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/fakepds/fakepds/fixtures"
 	"github.com/fakepds/fakepds/pds"
 	"github.com/fakepds/fakepds/pds/clock"
 	"github.com/fakepds/fakepds/pds/env"
@@ -26,6 +27,9 @@ type PDS struct {
 
 	domainOnce sync.Once
 	domain     string
+
+	fixture         *fixtures.Loaded // WithFixtures
+	fixtureAccounts sync.Map         // name -> *Account (fixtures.go)
 }
 
 // URL is the PDS's base URL (XRPC under /xrpc/).
@@ -41,28 +45,35 @@ func (p *PDS) AdminPassword() string { return p.adminPassword }
 // over HTTP (HARNESS_PDS_URL): powers that need it skip the test then.
 func (p *PDS) Server() *pds.Server { return p.srv }
 
-// Option configures a PDS the harness starts.
-type Option func(*pds.Config)
+// Option configures a PDS the harness starts or attaches to.
+type Option func(*setup)
+
+// setup is what the options ask for: the server's Config, and what to do
+// once the PDS answers.
+type setup struct {
+	cfg      pds.Config
+	fixtures string // a fixture file to load (fixtures.go)
+}
 
 // WithConfig edits the pds.Config the harness starts the server with, for
 // anything no narrower option covers.
-func WithConfig(edit func(*pds.Config)) Option { return Option(edit) }
+func WithConfig(edit func(*pds.Config)) Option { return func(s *setup) { edit(&s.cfg) } }
 
 // WithInvites makes account creation require an invite code.
-func WithInvites() Option { return func(c *pds.Config) { c.InviteRequired = true } }
+func WithInvites() Option { return func(s *setup) { s.cfg.InviteRequired = true } }
 
 // start builds and starts a server from the environment and opts.
 func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
-	cfg := ServerConfig(vars)
-	if logger != nil && cfg.Logger == nil {
-		cfg.Logger = logger
+	s := setup{cfg: ServerConfig(vars)}
+	if logger != nil && s.cfg.Logger == nil {
+		s.cfg.Logger = logger
 	}
 	c := &clock.Shifted{}
-	cfg.Clock = c
+	s.cfg.Clock = c
 	for _, o := range opts {
-		o(&cfg)
+		o(&s)
 	}
-	srv, err := pds.New(cfg)
+	srv, err := pds.New(s.cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -70,7 +81,12 @@ func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
 		srv.Close()
 		return nil, err
 	}
-	return &PDS{srv: srv, clock: c, url: srv.URL(), plcURL: srv.PLCURL(), adminPassword: srv.AdminPassword()}, nil
+	p := &PDS{srv: srv, clock: c, url: srv.URL(), plcURL: srv.PLCURL(), adminPassword: srv.AdminPassword()}
+	if err := p.ready(&s); err != nil {
+		srv.Close()
+		return nil, err
+	}
+	return p, nil
 }
 
 // Attach returns a PDS for one already running elsewhere (a fakepds
@@ -116,6 +132,10 @@ func run(m *testing.M, opts []Option) int {
 	var p *PDS
 	if vars.URL != "" {
 		p = Attach(vars.URL, vars.PLCURL, vars.AdminPassword)
+		if err := p.ready(apply(opts)); err != nil {
+			fmt.Fprintln(os.Stderr, "harness: attach to PDS:", err)
+			return 2
+		}
 	} else if p, err = start(vars, nil, opts); err != nil {
 		fmt.Fprintln(os.Stderr, "harness: start PDS:", err)
 		return 2

@@ -1,37 +1,60 @@
 // Command fakepds runs an AT Protocol PDS for tests.
 //
-//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR]
+//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR] [--fixtures FILE] [--env]
+//	fakepds exec  [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
 //
 // Once the server answers, serve prints exactly one JSON line on stdout
 // (see docs/development.md: tools in other languages rely on it) and runs
 // until SIGINT or SIGTERM, then shuts down and exits 0. Logs go to stderr.
+//
+// exec starts one PDS, runs CMD with HARNESS_PDS_URL and friends set (so
+// every test binary CMD starts attaches to that PDS), stops the PDS when
+// CMD ends and exits with CMD's status.
 package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"os/signal"
+	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/fakepds/fakepds/fixtures"
 	"github.com/fakepds/fakepds/harness"
 	"github.com/fakepds/fakepds/pds"
 	"github.com/fakepds/fakepds/pds/env"
+	"github.com/fakepds/fakepds/pds/stats"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
 }
 
+// Exit statuses of exec when fakepds itself, not CMD, fails (as env(1)
+// and docker run do): 125 the PDS did not start, 126 CMD could not be
+// run, 127 CMD was not found.
+const (
+	exitPDSFailed  = 125
+	exitCannotRun  = 126
+	exitNotFound   = 127
+	exitUsageError = 2
+)
+
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 {
 		usage(stderr)
-		return 2
+		return exitUsageError
 	}
 	switch args[0] {
 	case "-h", "-help", "--help", "help":
@@ -48,10 +71,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 		return 0
+	case "exec":
+		return execute(args[1:], stdout, stderr)
 	}
 	fmt.Fprintf(stderr, "fakepds: unknown command %q\n\n", args[0])
 	usage(stderr)
-	return 2
+	return exitUsageError
 }
 
 // Ready is the JSON line serve prints once the server answers. Its fields
@@ -62,6 +87,100 @@ type Ready struct {
 	AdminPassword string `json:"adminPassword"`
 	Fsync         bool   `json:"fsync"`
 	Dir           string `json:"dir"`
+	// Accounts are the fixture's accounts, with --fixtures.
+	Accounts []ReadyAccount `json:"accounts,omitempty"`
+}
+
+// ReadyAccount is one fixture account in the Ready line.
+type ReadyAccount struct {
+	Name     string `json:"name"`
+	Handle   string `json:"handle"`
+	DID      string `json:"did"`
+	Password string `json:"password"`
+}
+
+// server holds the flags serve and exec share.
+type server struct {
+	cfg      pds.Config
+	fixtures string
+}
+
+func (s *server) flags(fs *flag.FlagSet) {
+	fs.StringVar(&s.cfg.Addr, "addr", s.cfg.Addr, "listen address HOST:PORT (default 127.0.0.1:0, or "+env.Addr+")")
+	fs.StringVar(&s.cfg.PLCAddr, "plc-addr", s.cfg.PLCAddr, "listen address of the PLC directory (default 127.0.0.1:0)")
+	fs.StringVar(&s.cfg.DataDir, "dir", s.cfg.DataDir, "data directory, kept after exit (default: a temporary one, removed; or "+env.Dir+")")
+	fs.StringVar(&s.fixtures, "fixtures", "", "fixture `FILE` to load once the server answers (see fixtures/README.md)")
+}
+
+// start starts the server and loads the fixture, if any.
+func (s *server) start(ctx context.Context) (*pds.Server, *fixtures.Loaded, error) {
+	srv, err := pds.New(s.cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := srv.Start(); err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	if s.fixtures == "" {
+		return srv, nil, nil
+	}
+	loaded, err := loadFixture(ctx, srv, s.fixtures, s.cfg.DataDir != "")
+	if err != nil {
+		srv.Close()
+		return nil, nil, err
+	}
+	return srv, loaded, nil
+}
+
+// fixtureState is what a kept data dir remembers of the fixture loaded
+// into it, so that serving the same dir again does not load it twice.
+type fixtureState struct {
+	Fixture string           `json:"fixture"`
+	SHA256  string           `json:"sha256"`
+	Loaded  *fixtures.Loaded `json:"loaded"`
+}
+
+const fixtureStateFile = "fakepds-fixture.json"
+
+// loadFixture loads the fixture at path into srv with the file's own
+// handles. In a kept data dir that already holds this fixture (same file
+// content) it loads nothing and returns what was loaded then.
+func loadFixture(ctx context.Context, srv *pds.Server, path string, kept bool) (*fixtures.Loaded, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("fixtures: %w", err)
+	}
+	sum := sha256.Sum256(data)
+	state := fixtureState{Fixture: path, SHA256: hex.EncodeToString(sum[:])}
+	statePath := filepath.Join(srv.DataDir(), fixtureStateFile)
+	if kept {
+		if b, err := os.ReadFile(statePath); err == nil {
+			var old fixtureState
+			if err := json.Unmarshal(b, &old); err != nil || old.Loaded == nil {
+				return nil, fmt.Errorf("fixtures: %s: unreadable (%v); remove the data dir", statePath, err)
+			}
+			if old.SHA256 != state.SHA256 {
+				return nil, fmt.Errorf("fixtures: the data dir %s already holds fixture %s as it was when loaded; %s differs: remove the data dir or use another", srv.DataDir(), old.Fixture, path)
+			}
+			old.Loaded.PDS = srv.URL()
+			return old.Loaded, nil
+		}
+	}
+	f, err := fixtures.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	if state.Loaded, err = fixtures.Load(ctx, srv.URL(), f, fixtures.WithAdminPassword(srv.AdminPassword())); err != nil {
+		return nil, err
+	}
+	if kept {
+		b, _ := json.MarshalIndent(state, "", "  ")
+		if err := os.WriteFile(statePath, b, 0o600); err != nil {
+			return nil, fmt.Errorf("fixtures: %w", err)
+		}
+	}
+	return state.Loaded, nil
 }
 
 func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -69,12 +188,11 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	cfg := harness.ServerConfig(vars)
+	s := server{cfg: harness.ServerConfig(vars)}
 	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&cfg.Addr, "addr", cfg.Addr, "listen address HOST:PORT (default 127.0.0.1:0, or "+env.Addr+")")
-	fs.StringVar(&cfg.PLCAddr, "plc-addr", cfg.PLCAddr, "listen address of the PLC directory (default 127.0.0.1:0)")
-	fs.StringVar(&cfg.DataDir, "dir", cfg.DataDir, "data directory, kept after exit (default: a temporary one, removed; or "+env.Dir+")")
+	s.flags(fs)
+	envLines := fs.Bool("env", false, "print `export HARNESS_PDS_...` lines for a shell instead of the JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -82,19 +200,160 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return fmt.Errorf("serve: unexpected arguments %q", fs.Args())
 	}
 
-	srv, err := pds.New(cfg)
+	srv, loaded, err := s.start(ctx)
 	if err != nil {
 		return err
 	}
-	if err := srv.Start(); err != nil {
-		srv.Close()
-		return err
+	if *envLines {
+		io.WriteString(stdout, exports(srv, loaded))
+	} else {
+		ready := Ready{URL: srv.URL(), PLCURL: srv.PLCURL(), AdminPassword: srv.AdminPassword(), Fsync: srv.Fsync(), Dir: srv.DataDir()}
+		if loaded != nil {
+			for _, a := range loaded.Accounts {
+				ready.Accounts = append(ready.Accounts, ReadyAccount{Name: a.Name, Handle: a.Handle.String(), DID: a.DID.String(), Password: a.Password})
+			}
+		}
+		line, _ := json.Marshal(ready)
+		fmt.Fprintf(stdout, "%s\n", line)
 	}
-	line, _ := json.Marshal(Ready{URL: srv.URL(), PLCURL: srv.PLCURL(), AdminPassword: srv.AdminPassword(), Fsync: srv.Fsync(), Dir: srv.DataDir()})
-	fmt.Fprintf(stdout, "%s\n", line)
 
 	<-ctx.Done()
 	return srv.Close()
+}
+
+// readyMarker ends serve --env's output: once a reader sees it, every
+// line before it is complete.
+const readyMarker = "# fakepds ready"
+
+// exports is serve --env's output: shell lines setting the variables a
+// harness attaches with, then comments (the fixture accounts), then
+// readyMarker. It is written in one piece.
+func exports(srv *pds.Server, loaded *fixtures.Loaded) string {
+	var b strings.Builder
+	for _, kv := range attachVars(srv) {
+		name, value, _ := strings.Cut(kv, "=")
+		fmt.Fprintf(&b, "export %s=%s\n", name, shellQuote(value))
+	}
+	fmt.Fprintf(&b, "# fsync: %v, data dir: %s\n", srv.Fsync(), srv.DataDir())
+	if loaded != nil {
+		for _, a := range loaded.Accounts {
+			fmt.Fprintf(&b, "# account %s: handle %s, did %s, password %s\n", a.Name, a.Handle, a.DID, a.Password)
+		}
+	}
+	b.WriteString(readyMarker + "\n")
+	return b.String()
+}
+
+// attachVars are the variables that make a harness attach to srv.
+func attachVars(srv *pds.Server) []string {
+	return []string{env.URL + "=" + srv.URL(), env.PLCURL + "=" + srv.PLCURL(), env.AdminPassword + "=" + srv.AdminPassword()}
+}
+
+// shellQuote quotes s for sh: in single quotes, with each single quote
+// in s closed, escaped and reopened.
+func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
+
+// forwarded are the signals exec passes on to CMD rather than acting on.
+var forwarded = []os.Signal{os.Interrupt, syscall.SIGTERM, syscall.SIGHUP, syscall.SIGQUIT}
+
+// notInherited are the variables that configure the PDS exec starts; CMD
+// does not get them, so that a harness in CMD attaches rather than start
+// a second server on the same address or data dir, and stats are printed
+// once, by exec.
+var notInherited = []string{env.URL, env.PLCURL, env.AdminPassword, env.Dir, env.Addr, env.Stats}
+
+func execute(args []string, stdout, stderr io.Writer) int {
+	// Until CMD runs, a signal stops the start; after, signals go to CMD.
+	ctx, stop := signal.NotifyContext(context.Background(), forwarded...)
+	defer stop()
+	vars, err := env.Read()
+	if err != nil {
+		fmt.Fprintln(stderr, "fakepds:", err)
+		return exitPDSFailed
+	}
+	s := server{cfg: harness.ServerConfig(vars)}
+	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	s.flags(fs)
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "Usage: fakepds exec [flags] -- CMD ARGS...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return exitUsageError
+	}
+	if fs.NArg() == 0 {
+		fmt.Fprintln(stderr, "fakepds exec: no command: fakepds exec [flags] -- CMD ARGS...")
+		return exitUsageError
+	}
+
+	srv, _, err := s.start(ctx)
+	if err != nil {
+		fmt.Fprintln(stderr, "fakepds:", err)
+		return exitPDSFailed
+	}
+	defer srv.Close()
+
+	cmd := exec.Command(fs.Arg(0), fs.Args()[1:]...)
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, stdout, stderr
+	cmd.Env = append(slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(notInherited, name)
+	}), attachVars(srv)...)
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, forwarded...)
+	defer signal.Stop(sigs)
+	if err := cmd.Start(); err != nil {
+		fmt.Fprintln(stderr, "fakepds exec:", err)
+		if errors.Is(err, exec.ErrNotFound) || errors.Is(err, os.ErrNotExist) {
+			return exitNotFound
+		}
+		return exitCannotRun
+	}
+	done := make(chan struct{})
+	go func() {
+		for {
+			select {
+			case sig := <-sigs:
+				_ = cmd.Process.Signal(sig)
+			case <-done:
+				return
+			}
+		}
+	}()
+	_ = cmd.Wait() // the status is in ProcessState
+	close(done)
+	code := exitStatus(cmd.ProcessState)
+
+	if vars.Stats {
+		writeStats(stderr, srv.Stats().Snapshot())
+	}
+	if err := srv.Close(); err != nil {
+		fmt.Fprintln(stderr, "fakepds: close PDS:", err)
+	}
+	return code
+}
+
+// exitStatus is a shell's $? for a finished process: its exit code, or
+// 128 + the signal that killed it.
+func exitStatus(ps *os.ProcessState) int {
+	if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+		return 128 + int(ws.Signal())
+	}
+	return ps.ExitCode()
+}
+
+// writeStats prints the server's per-method stats, as the harness does at
+// the end of a test binary with HARNESS_PDS_STATS=1.
+func writeStats(w io.Writer, methods []stats.Method) {
+	fmt.Fprintf(w, "\nfakepds server-side stats\n%-50s %8s %6s %10s %10s %10s\n", "method", "count", "errors", "p50", "p95", "mean")
+	for _, m := range methods {
+		fmt.Fprintf(w, "%-50s %8d %6d %10s %10s %10s\n", m.Name, m.Count, m.Errors,
+			m.P50.Round(time.Microsecond), m.P95.Round(time.Microsecond), m.Mean.Round(time.Microsecond))
+	}
 }
 
 func usage(w io.Writer) {
@@ -102,9 +361,35 @@ func usage(w io.Writer) {
 
 Usage:
   fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR]
-      Serve until SIGINT or SIGTERM. Once the server answers, print one JSON
-      line on stdout: {"url", "plcUrl", "adminPassword", "fsync", "dir"}.
-      Logs go to stderr.
+                [--fixtures FILE] [--env]
+      Serve until SIGINT or SIGTERM. Once the server answers (and the
+      fixture, if any, is loaded), print one JSON line on stdout:
+      {"url", "plcUrl", "adminPassword", "fsync", "dir", "accounts"}
+      ("accounts": the fixture's, each {"name", "handle", "did",
+      "password"}). Logs go to stderr.
+      --fixtures FILE  load a fixture (fixtures/README.md) with its own
+                       handles; a kept --dir remembers it and is not
+                       loaded twice.
+      --env            print shell lines instead of the JSON line:
+                       export HARNESS_PDS_URL=..., HARNESS_PDS_PLC_URL,
+                       HARNESS_PDS_ADMIN_PASSWORD, comments, and last
+                       "# fakepds ready". In a shell:
+          fakepds serve --env > pds.env &
+          until grep -q '^# fakepds ready' pds.env 2>/dev/null; do sleep 0.1; done
+          . ./pds.env    # go test ./... now attaches to it; kill %1 ends it
+
+  fakepds exec [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR]
+               [--fixtures FILE] -- CMD ARGS...
+      Start one PDS, run CMD with HARNESS_PDS_URL, HARNESS_PDS_PLC_URL and
+      HARNESS_PDS_ADMIN_PASSWORD set (so "fakepds exec -- go test ./..."
+      shares one PDS among all packages), stop the PDS when CMD ends and
+      exit with CMD's status (128+N if signal N killed it). SIGINT,
+      SIGTERM, SIGHUP and SIGQUIT are passed on to CMD. CMD does not get
+      HARNESS_PDS_DIR, _ADDR or _STATS: with HARNESS_PDS_STATS=1, exec
+      prints the server's per-method stats once, on stderr, after CMD.
+      Exit status 125: the PDS did not start; 126: CMD could not run;
+      127: CMD was not found.
+
   fakepds help
       This text.
 

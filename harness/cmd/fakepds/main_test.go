@@ -8,9 +8,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/atclient"
 
 	"github.com/fakepds/fakepds/pds/env"
 )
@@ -20,6 +24,11 @@ import (
 const asMain = "FAKEPDS_TEST_RUN_MAIN"
 
 func TestMain(m *testing.M) {
+	// Checked first: exec's CMD in these tests is this binary again, and
+	// it inherits asMain.
+	if len(os.Args) > 2 && os.Args[1] == childArg {
+		os.Exit(child(os.Args[2]))
+	}
 	if os.Getenv(asMain) == "1" {
 		main()
 		return
@@ -140,4 +149,150 @@ func TestUnknownCommand(t *testing.T) {
 	if code := run([]string{"frobnicate"}, &out, &out); code != 2 {
 		t.Fatalf("exit %d, want 2", code)
 	}
+}
+
+// startServe runs `fakepds serve args...` and returns the command (stopped
+// by SIGTERM at cleanup) and its first stdout line.
+func startServe(t *testing.T, environ []string, args ...string) (*exec.Cmd, *bufio.Scanner, *bytes.Buffer) {
+	t.Helper()
+	cmd := fakepds(t, environ, append([]string{"serve"}, args...)...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stderr := &bytes.Buffer{}
+	cmd.Stderr = stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(syscall.SIGTERM)
+		cmd.Wait()
+	})
+	return cmd, bufio.NewScanner(stdout), stderr
+}
+
+// stop ends a serve with SIGTERM and checks it exits 0.
+func stop(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer) {
+	t.Helper()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("exit after SIGTERM: %v\nstderr:\n%s", err, stderr)
+	}
+}
+
+const socialFixture = "../../../fixtures/social/social.json"
+
+// serve --fixtures adds the accounts to the JSON line; a kept --dir
+// remembers the fixture, so serving it again loads nothing twice, and
+// refuses a fixture that changed.
+func TestServeFixtures(t *testing.T) {
+	t.Parallel()
+	dir := filepath.Join(t.TempDir(), "data")
+	readyLine := func() (Ready, *exec.Cmd, *bytes.Buffer) {
+		t.Helper()
+		cmd, sc, stderr := startServe(t, nil, "--dir", dir, "--fixtures", socialFixture)
+		if !sc.Scan() {
+			t.Fatalf("no JSON line; stderr:\n%s", stderr)
+		}
+		var r Ready
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		return r, cmd, stderr
+	}
+	first, cmd, stderr := readyLine()
+	if len(first.Accounts) != 5 {
+		t.Fatalf("accounts %+v", first.Accounts)
+	}
+	for i, name := range []string{"alice", "bob", "carol", "dan", "eve"} {
+		a := first.Accounts[i]
+		if a.Name != name || a.Handle != name+".test" || !strings.HasPrefix(a.DID, "did:plc:") || a.Password != name+"-pass" {
+			t.Fatalf("account %d: %+v", i, a)
+		}
+	}
+	// The accounts are there when the line is printed.
+	out, err := comatproto.IdentityResolveHandle(t.Context(), atclient.NewAPIClient(first.URL), "carol.test")
+	if err != nil || out.Did != first.Accounts[2].DID {
+		t.Fatalf("resolveHandle carol.test = %+v, %v", out, err)
+	}
+	stop(t, cmd, stderr)
+
+	again, cmd, stderr := readyLine()
+	if again.Accounts[0].DID != first.Accounts[0].DID || again.Accounts[4].DID != first.Accounts[4].DID {
+		t.Fatalf("second serve of the dir: %+v, first: %+v", again.Accounts, first.Accounts)
+	}
+	stop(t, cmd, stderr)
+
+	changed := filepath.Join(t.TempDir(), "social.json")
+	b, err := os.ReadFile(socialFixture)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(changed, bytes.Replace(b, []byte("Alice"), []byte("Alicia"), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out2, err := fakepds(t, nil, "serve", "--dir", dir, "--fixtures", changed).CombinedOutput()
+	if err == nil || !strings.Contains(string(out2), "differs: remove the data dir or use another") {
+		t.Fatalf("serve of a changed fixture into the same dir: %v\n%s", err, out2)
+	}
+}
+
+func TestServeFixtureErrors(t *testing.T) {
+	t.Parallel()
+	bad := filepath.Join(t.TempDir(), "bad.json")
+	if err := os.WriteFile(bad, []byte(`{"accounts": [{"handle": "alice"}]}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := fakepds(t, nil, "serve", "--fixtures", bad).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), bad+": accounts[0] (alice): password: required") {
+		t.Fatalf("serve --fixtures bad.json: %v\n%s", err, out)
+	}
+}
+
+// serve --env prints lines a shell can source, ending with the marker.
+func TestServeEnv(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("sh"); err != nil {
+		t.Skip("no sh to source the lines with")
+	}
+	// A password with a quote in it survives the quoting.
+	const pw = `it's "quoted" $HOME`
+	cmd, sc, stderr := startServe(t, []string{env.AdminPassword + "=" + pw}, "--env", "--fixtures", socialFixture)
+	var lines []string
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+		if sc.Text() == readyMarker {
+			break
+		}
+	}
+	if len(lines) == 0 || lines[len(lines)-1] != readyMarker {
+		t.Fatalf("no %q line: %q\nstderr:\n%s", readyMarker, lines, stderr)
+	}
+	if !strings.HasPrefix(lines[0], "export "+env.URL+"='http://127.0.0.1:") || !slices.ContainsFunc(lines, func(l string) bool {
+		return strings.HasPrefix(l, "# account alice: handle alice.test, did did:plc:")
+	}) {
+		t.Fatalf("lines:\n%s", strings.Join(lines, "\n"))
+	}
+	file := filepath.Join(t.TempDir(), "pds.env")
+	if err := os.WriteFile(file, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := exec.Command("sh", "-c", `. "$1" && printf '%s\n%s\n%s' "$HARNESS_PDS_URL" "$HARNESS_PDS_PLC_URL" "$HARNESS_PDS_ADMIN_PASSWORD"`, "sh", file).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := strings.Split(string(got), "\n")
+	if len(vals) != 3 || vals[2] != pw {
+		t.Fatalf("sourced: %q", vals)
+	}
+	if resp, err := http.Get(vals[0] + "/xrpc/_health"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health of %s: %v", vals[0], err)
+	}
+	if resp, err := http.Get(vals[1] + "/_health"); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("health of PLC %s: %v", vals[1], err)
+	}
+	stop(t, cmd, stderr)
 }
