@@ -227,7 +227,16 @@ func TestShared(t *testing.T) {
 	}
 	p.RequireRecord(t, p.FixtureRecord(t, "alice/hello").URI)
 	alice.Post(t, "a post through the fixture account's client")`),
-		"pkgb/b_test.go": testFile("pkgb", `harness.Main(m)`, ""),
+		// pkgb is the walkthrough of docs/harness.md: an account, a post,
+		// its firehose event, the handle resolved, nothing else set up.
+		"pkgb/b_test.go": testFile("pkgb", `harness.Main(m)`, `
+	fh := p.Firehose(t)
+	post := a.Post(t, "hello")
+	fh.Require(func(e harness.Event) bool { return e.DID == a.DID.String() && e.HasOp("create", "app.bsky.feed.post/") })
+	p.RequireRecord(t, post.URI)
+	if ident, err := p.Directory().LookupHandle(t.Context(), a.Handle); err != nil || ident.DID != a.DID {
+		t.Fatalf("LookupHandle(%s) = %v, %v", a.Handle, ident, err)
+	}`),
 	}
 	for name, content := range files {
 		p := filepath.Join(mod, name)
