@@ -94,8 +94,9 @@ func (p prepared) uri(did string) syntax.ATURI {
 	return syntax.ATURI("at://" + did + "/" + p.Path())
 }
 
-// prepareRecord checks a record and converts it to DAG-CBOR.
-func (s *Server) prepareRecord(action repo.Action, collection, rkey string, record json.RawMessage, validate *bool) (prepared, error) {
+// prepareRecord checks a record and converts it to DAG-CBOR; write is its
+// index in applyWrites, -1 elsewhere.
+func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey string, record json.RawMessage, validate *bool) (prepared, error) {
 	nsid, err := syntax.ParseNSID(collection)
 	if err != nil {
 		return prepared{}, xrpc.InvalidRequest("", "Invalid NSID (got %q) at $.collection", collection)
@@ -108,7 +109,7 @@ func (s *Server) prepareRecord(action repo.Action, collection, rkey string, reco
 	if action == repo.ActionDelete {
 		return p, nil
 	}
-	rec, err := prepareRecordValue(nsid, rk, record, validate)
+	rec, err := prepareRecordValue(write, nsid, rk, record, validate)
 	if err != nil {
 		return prepared{}, err
 	}
@@ -262,7 +263,7 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
 	if in.RKey != nil {
 		rkey = *in.RKey
 	}
-	p, err := s.prepareRecord(repo.ActionCreate, in.Collection, rkey, in.Record, in.Validate)
+	p, err := s.prepareRecord(-1, repo.ActionCreate, in.Collection, rkey, in.Record, in.Validate)
 	if err != nil {
 		return err
 	}
@@ -310,7 +311,7 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.prepareRecord(repo.ActionUpdate, in.Collection, *in.RKey, in.Record, in.Validate)
+	p, err := s.prepareRecord(-1, repo.ActionUpdate, in.Collection, *in.RKey, in.Record, in.Validate)
 	if err != nil {
 		return err
 	}
@@ -389,7 +390,7 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	p, err := s.prepareRecord(repo.ActionDelete, in.Collection, *in.RKey, nil, nil)
+	p, err := s.prepareRecord(-1, repo.ActionDelete, in.Collection, *in.RKey, nil, nil)
 	if err != nil {
 		return err
 	}
@@ -475,7 +476,7 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
 		if action != repo.ActionDelete && (len(wr.Value) == 0 || string(wr.Value) == "null") {
 			return xrpc.MissingInput("value")
 		}
-		if writes[i], err = s.prepareRecord(action, wr.Collection, rkey, wr.Value, in.Validate); err != nil {
+		if writes[i], err = s.prepareRecord(i, action, wr.Collection, rkey, wr.Value, in.Validate); err != nil {
 			return err
 		}
 	}

@@ -2,52 +2,48 @@ package pds
 
 import (
 	"encoding/json"
-	"fmt"
+	"errors"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 
+	"github.com/fakepds/fakepds/pds/lexval"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
 // recordValue is a record ready for the repo: DAG-CBOR, its blob refs and
-// its validation status.
+// its validation status ("" when validation was skipped).
 type recordValue struct {
 	cbor   []byte
 	blobs  []atdata.Blob
 	status string
 }
 
-// prepareRecordValue converts a record from JSON to DAG-CBOR through
-// indigo's atdata (which checks the atproto data model) and checks its
-// $type against the collection.
-func prepareRecordValue(collection syntax.NSID, rkey syntax.RecordKey, record json.RawMessage, validate *bool) (recordValue, error) {
-	obj, err := atdata.UnmarshalJSON(record)
+// prepareRecordValue checks and converts a record as the reference does
+// (pds/lexval). write is the index in applyWrites, -1 for the single-record
+// methods (it changes the JSON paths in messages).
+func prepareRecordValue(write int, collection syntax.NSID, rkey syntax.RecordKey, record json.RawMessage, validate *bool) (recordValue, error) {
+	var rec *lexval.Record
+	var err error
+	if write < 0 {
+		rec, err = lexval.Prepare(collection, rkey, record, validate)
+	} else {
+		rec, err = lexval.PrepareWrite(write, collection, rkey, record, validate)
+	}
+	var le *lexval.Error
+	if errors.As(err, &le) {
+		return recordValue{}, xrpc.InvalidRequest("", "%s", le.Message)
+	}
 	if err != nil {
-		return recordValue{}, xrpc.InvalidRequest("", "Invalid record: %v", err)
+		return recordValue{}, err
 	}
-	typ, _ := obj["$type"].(string)
-	if typ != collection.String() {
-		return recordValue{}, xrpc.InvalidRequest("", "Invalid $type: expected %s, got %s", collection, typ)
-	}
-	b, err := atdata.MarshalCBOR(obj)
-	if err != nil {
-		return recordValue{}, xrpc.InvalidRequest("", "Invalid record: %v", err)
-	}
-	return recordValue{cbor: b, blobs: atdata.ExtractBlobs(obj), status: "unknown"}, nil
+	return recordValue{cbor: rec.CBOR, blobs: rec.Blobs, status: string(rec.Status)}, nil
 }
 
-// recordJSON is a stored record (DAG-CBOR) as JSON, links as {"$link"},
-// bytes as {"$bytes"}, blobs as blob objects.
-func recordJSON(cbor []byte) (json.RawMessage, error) {
-	obj, err := atdata.UnmarshalCBOR(cbor)
-	if err != nil {
-		return nil, fmt.Errorf("decode stored record: %w", err)
-	}
-	return json.Marshal(obj)
-}
+// recordJSON is a stored record (DAG-CBOR) as the reference prints it.
+func recordJSON(cbor []byte) (json.RawMessage, error) { return lexval.RecordJSON(cbor) }
 
 var recordPrefix = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
 

@@ -3,6 +3,7 @@ package pds_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"strings"
 	"sync"
@@ -291,4 +292,51 @@ func TestImportRepo(t *testing.T) {
 		t.Fatalf("record after import: %+v, %v", got, err)
 	}
 	apiErr(t, importCAR([]byte("not a car")), 400, "InvalidRequest")
+}
+
+// Records are validated against the lexicons as the reference's validate
+// parameter says.
+func TestRecordValidation(t *testing.T) {
+	s := start(t, pds.Config{})
+	ctx := t.Context()
+	a := createAccount(t, s, "valid.test", "valid@example.com", "pw")
+	cl := bearer(s, a.AccessJwt)
+	create := func(collection string, record map[string]any, validate *bool) (map[string]any, error) {
+		var out map[string]any
+		in := map[string]any{"repo": a.Did, "collection": collection, "record": record}
+		if validate != nil {
+			in["validate"] = *validate
+		}
+		err := cl.Post(ctx, "com.atproto.repo.createRecord", in, &out)
+		return out, err
+	}
+	out, err := create("app.bsky.feed.post", map[string]any{"text": "ok <&>", "createdAt": "2026-11-30T12:00:00.000Z"}, nil)
+	if err != nil || out["validationStatus"] != "valid" {
+		t.Fatalf("valid post: %v %v", out, err)
+	}
+	var got struct {
+		Value json.RawMessage `json:"value"`
+	}
+	rkey := strings.TrimPrefix(out["uri"].(string), "at://"+a.Did+"/app.bsky.feed.post/")
+	if err := cl.Get(ctx, "com.atproto.repo.getRecord", map[string]any{"repo": a.Did, "collection": "app.bsky.feed.post", "rkey": rkey}, &got); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(got.Value), `"ok <&>"`) {
+		t.Fatalf("record text not sent back as written: %s", got.Value)
+	}
+	_, err = create("app.bsky.feed.post", map[string]any{"text": 5, "createdAt": "2026-11-30T12:00:00.000Z"}, nil)
+	apiErr(t, err, 400, "InvalidRequest")
+	out, err = create("com.example.thing", map[string]any{"anything": true}, nil)
+	if err != nil || out["validationStatus"] != "unknown" {
+		t.Fatalf("unknown collection, validate unset: %v %v", out, err)
+	}
+	yes, no := true, false
+	_, err = create("com.example.thing", map[string]any{"anything": true}, &yes)
+	apiErr(t, err, 400, "InvalidRequest")
+	out, err = create("app.bsky.feed.post", map[string]any{"text": 5}, &no)
+	if err != nil || out["validationStatus"] != nil {
+		t.Fatalf("validate=false: %v %v", out, err)
+	}
+	_, err = create("app.bsky.feed.post", map[string]any{"$type": "app.bsky.feed.like", "text": "x"}, nil)
+	apiErr(t, err, 400, "InvalidRequest")
 }

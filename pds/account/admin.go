@@ -33,24 +33,8 @@ func (m *Manager) ByDIDs(ctx context.Context, dids []string) ([]*Account, error)
 	if len(dids) == 0 {
 		return nil, nil
 	}
-	rows, err := m.db.Reader().QueryContext(ctx,
-		selectAccount+`WHERE a.did IN (`+placeholders(len(dids))+`) ORDER BY a.did`, anys(dids)...)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Account
-	for rows.Next() {
-		var a Account
-		var inv int
-		if err := rows.Scan(&a.DID, &a.Handle, &a.CreatedAt, &a.TakedownRef, &a.DeactivatedAt, &a.DeleteAfter,
-			&a.Email, &a.EmailConfirmedAt, &inv, &a.PasswordScrypt); err != nil {
-			return nil, err
-		}
-		a.InvitesDisabled = inv != 0
-		out = append(out, &a)
-	}
-	return out, rows.Err()
+	return collectAccounts(m.db.Reader().QueryContext(ctx,
+		selectAccount+`WHERE a.did IN (`+placeholders(len(dids))+`) ORDER BY a.did`, anys(dids)...))
 }
 
 // SetTakedownRevoking sets (ref != "") or clears (ref == "") did's takedown

@@ -78,41 +78,8 @@ func useInvite(ctx context.Context, tx *sql.Tx, code, did, now string) error {
 	return err
 }
 
-// InviteCodes lists the codes made for did, with their uses.
+// InviteCodes lists the codes made for did, with their uses, oldest first.
 func (m *Manager) InviteCodes(ctx context.Context, did string) ([]InviteCode, error) {
-	rows, err := m.db.Reader().QueryContext(ctx, `SELECT code, available, disabled, for_account, created_by, created_at
-		FROM invite_code WHERE for_account = ? ORDER BY created_at, code`, did)
-	if err != nil {
-		return nil, err
-	}
-	var codes []InviteCode
-	for rows.Next() {
-		var c InviteCode
-		if err := rows.Scan(&c.Code, &c.Available, &c.Disabled, &c.ForAccount, &c.CreatedBy, &c.CreatedAt); err != nil {
-			rows.Close()
-			return nil, err
-		}
-		codes = append(codes, c)
-	}
-	rows.Close()
-	if err := rows.Err(); err != nil {
-		return nil, err
-	}
-	for i := range codes {
-		urows, err := m.db.Reader().QueryContext(ctx, `SELECT used_by, used_at FROM invite_code_use WHERE code = ? ORDER BY used_at`, codes[i].Code)
-		if err != nil {
-			return nil, err
-		}
-		codes[i].Uses = []InviteUse{}
-		for urows.Next() {
-			var u InviteUse
-			if err := urows.Scan(&u.UsedBy, &u.UsedAt); err != nil {
-				urows.Close()
-				return nil, err
-			}
-			codes[i].Uses = append(codes[i].Uses, u)
-		}
-		urows.Close()
-	}
-	return codes, nil
+	rows, err := m.db.Reader().QueryContext(ctx, selectInvite+`WHERE for_account = ? ORDER BY created_at, code`, did)
+	return m.scanInvites(ctx, rows, err)
 }

@@ -72,19 +72,43 @@ type querier interface {
 	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
 }
 
-func scanAccount(row *sql.Row) (*Account, error) {
+// scanner is a *sql.Row or *sql.Rows.
+type scanner interface{ Scan(dest ...any) error }
+
+func scanAccountFrom(sc scanner) (*Account, error) {
 	var a Account
 	var inv int
-	err := row.Scan(&a.DID, &a.Handle, &a.CreatedAt, &a.TakedownRef, &a.DeactivatedAt, &a.DeleteAfter,
-		&a.Email, &a.EmailConfirmedAt, &inv, &a.PasswordScrypt)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
+	if err := sc.Scan(&a.DID, &a.Handle, &a.CreatedAt, &a.TakedownRef, &a.DeactivatedAt, &a.DeleteAfter,
+		&a.Email, &a.EmailConfirmedAt, &inv, &a.PasswordScrypt); err != nil {
 		return nil, err
 	}
 	a.InvitesDisabled = inv != 0
 	return &a, nil
+}
+
+func scanAccount(row *sql.Row) (*Account, error) {
+	a, err := scanAccountFrom(row)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	return a, err
+}
+
+// collectAccounts reads every account of a selectAccount query.
+func collectAccounts(rows *sql.Rows, err error) ([]*Account, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*Account
+	for rows.Next() {
+		a, err := scanAccountFrom(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, a)
+	}
+	return out, rows.Err()
 }
 
 // The lookups run on every authenticated write: they use statements
@@ -340,22 +364,6 @@ func mustAffect(res sql.Result) error {
 // List returns up to limit accounts in creation order (then DID), after
 // the given (createdAt, did) position; "" starts at the beginning.
 func (m *Manager) List(ctx context.Context, afterTime, afterDID string, limit int) ([]*Account, error) {
-	rows, err := m.db.Reader().QueryContext(ctx, selectAccount+`WHERE (a.created_at, a.did) > (?, ?) ORDER BY a.created_at, a.did LIMIT ?`,
-		afterTime, afterDID, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	var out []*Account
-	for rows.Next() {
-		var a Account
-		var inv int
-		if err := rows.Scan(&a.DID, &a.Handle, &a.CreatedAt, &a.TakedownRef, &a.DeactivatedAt, &a.DeleteAfter,
-			&a.Email, &a.EmailConfirmedAt, &inv, &a.PasswordScrypt); err != nil {
-			return nil, err
-		}
-		a.InvitesDisabled = inv != 0
-		out = append(out, &a)
-	}
-	return out, rows.Err()
+	return collectAccounts(m.db.Reader().QueryContext(ctx, selectAccount+`WHERE (a.created_at, a.did) > (?, ?) ORDER BY a.created_at, a.did LIMIT ?`,
+		afterTime, afterDID, limit))
 }

@@ -2,6 +2,7 @@ package xrpc
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -189,11 +190,18 @@ func WriteError(w http.ResponseWriter, err error) {
 	}{e.Name, e.Message})
 }
 
-// WriteJSON writes v as a JSON response with the given status.
+// WriteJSON writes v as a JSON response with the given status. Like
+// JavaScript's JSON.stringify (the reference's), it leaves <, > and & as
+// they are: records must come back as they were written.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	b, err := json.Marshal(v)
-	if err != nil {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	b := buf.Bytes()
+	if err := enc.Encode(v); err != nil {
 		status, b = 500, []byte(`{"error":"InternalServerError","message":"Internal Server Error"}`)
+	} else {
+		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
 	h := w.Header()
 	h.Set("Content-Type", "application/json; charset=utf-8")

@@ -130,3 +130,11 @@ func TestFaultsAndStats(t *testing.T) {
 		t.Fatalf("stats %+v", snap)
 	}
 }
+
+func TestWriteJSONKeepsHTMLCharacters(t *testing.T) {
+	rec := httptest.NewRecorder()
+	xrpc.WriteJSON(rec, 200, map[string]string{"text": "<b>&</b>"})
+	if got := rec.Body.String(); got != `{"text":"<b>&</b>"}` {
+		t.Fatalf("body %q", got)
+	}
+}

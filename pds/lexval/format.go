@@ -1,0 +1,392 @@
+package lexval
+
+import (
+	"net/url"
+	"regexp"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+)
+
+// format is a lexicon string format. Where indigo's syntax package accepts
+// exactly what the reference (@atproto/syntax, in lex-schema's strict mode)
+// accepts, it is used; datetime, uri, at-uri, cid and language follow the
+// reference's own rules, which differ from indigo's.
+type format uint8
+
+const (
+	fmtNone format = iota
+	fmtATIdentifier
+	fmtATURI
+	fmtCID
+	fmtDatetime
+	fmtDID
+	fmtHandle
+	fmtLanguage
+	fmtNSID
+	fmtRecordKey
+	fmtTID
+	fmtURI
+)
+
+var formats = map[string]format{
+	"at-identifier": fmtATIdentifier,
+	"at-uri":        fmtATURI,
+	"cid":           fmtCID,
+	"datetime":      fmtDatetime,
+	"did":           fmtDID,
+	"handle":        fmtHandle,
+	"language":      fmtLanguage,
+	"nsid":          fmtNSID,
+	"record-key":    fmtRecordKey,
+	"tid":           fmtTID,
+	"uri":           fmtURI,
+}
+
+// description is how the reference names the format in messages.
+func (f format) description() string {
+	switch f {
+	case fmtATIdentifier:
+		return "AT identifier"
+	case fmtDID:
+		return "DID"
+	case fmtNSID:
+		return "NSID"
+	case fmtCID:
+		return "CID string"
+	case fmtTID:
+		return "TID string"
+	case fmtRecordKey:
+		return "record key"
+	}
+	for name, g := range formats {
+		if g == f {
+			return name
+		}
+	}
+	return "string"
+}
+
+func (f format) valid(s string) bool {
+	var err error
+	switch f {
+	case fmtATIdentifier:
+		if strings.HasPrefix(s, "did:") {
+			_, err = syntax.ParseDID(s)
+		} else {
+			_, err = syntax.ParseHandle(s)
+		}
+	case fmtATURI:
+		return validATURI(s)
+	case fmtCID:
+		return validCIDString(s)
+	case fmtDatetime:
+		return validDatetime(s)
+	case fmtDID:
+		_, err = syntax.ParseDID(s)
+	case fmtHandle:
+		_, err = syntax.ParseHandle(s)
+	case fmtLanguage:
+		return validLanguage(s)
+	case fmtNSID:
+		_, err = syntax.ParseNSID(s)
+	case fmtRecordKey:
+		return validRecordKey(s)
+	case fmtTID:
+		return validTID(s)
+	case fmtURI:
+		return validURI(s)
+	}
+	return err == nil
+}
+
+// validRecordKey is syntax.ParseRecordKey (and @atproto/syntax's
+// isValidRecordKey) without the regexp, as it runs on every write.
+func validRecordKey(s string) bool {
+	if len(s) == 0 || len(s) > 512 || s == "." || s == ".." {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		switch c := s[i]; {
+		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
+		case c == '_' || c == '~' || c == '.' || c == ':' || c == '-':
+		default:
+			return false
+		}
+	}
+	return true
+}
+
+// validTID is syntax.ParseTID without the regexp.
+func validTID(s string) bool {
+	if len(s) != 13 || !(s[0] >= '2' && s[0] <= '7' || s[0] >= 'a' && s[0] <= 'j') {
+		return false
+	}
+	for i := 1; i < len(s); i++ {
+		if c := s[i]; !(c >= '2' && c <= '7' || c >= 'a' && c <= 'z') {
+			return false
+		}
+	}
+	return true
+}
+
+// validCIDString: the string parses as a CID and is that CID's canonical
+// string (lex-data's validateCidString).
+func validCIDString(s string) bool {
+	if s == "" || len(s) > 128 || !cidParsesInJS(s) {
+		return false
+	}
+	c, err := cid.Decode(s)
+	return err == nil && c.String() == s
+}
+
+// validDatetime is @atproto/syntax's isDatetimeString: RFC 3339 with a
+// timezone (YYYY-MM-DDThh:mm:ss[.f+](Z|±hh:mm)), no "-00:00", and a date
+// that JavaScript's Date parses (which refuses day 00 and second 60 but
+// rolls Feb 30 over to March) to a UTC year between 0 and 9999.
+func validDatetime(s string) bool {
+	if len(s) < 20 || len(s) > 64 || strings.HasSuffix(s, "-00:00") {
+		return false
+	}
+	digits := func(s string) bool {
+		for i := 0; i < len(s); i++ {
+			if s[i] < '0' || s[i] > '9' {
+				return false
+			}
+		}
+		return true
+	}
+	if !digits(s[0:4]) || s[4] != '-' || !digits(s[5:7]) || s[7] != '-' || !digits(s[8:10]) || s[10] != 'T' ||
+		!digits(s[11:13]) || s[13] != ':' || !digits(s[14:16]) || s[16] != ':' || !digits(s[17:19]) {
+		return false
+	}
+	year, month, day := atoi(s[0:4]), atoi(s[5:7]), atoi(s[8:10])
+	hour, minute, sec := atoi(s[11:13]), atoi(s[14:16]), atoi(s[17:19])
+	if month < 1 || month > 12 || day > 31 || hour > 23 || minute > 59 || sec > 60 {
+		return false
+	}
+	rest := s[19:]
+	if rest[0] == '.' {
+		n := 1
+		for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+			n++
+		}
+		if n == 1 {
+			return false
+		}
+		rest = rest[n:]
+	}
+	t := time.Date(year, time.Month(month), day, hour, minute, sec, 0, time.UTC)
+	switch {
+	case rest == "Z":
+	case len(rest) == 6 && (rest[0] == '+' || rest[0] == '-') && digits(rest[1:3]) && rest[3] == ':' && digits(rest[4:6]):
+		oh, om := atoi(rest[1:3]), atoi(rest[4:6])
+		if oh > 23 || om > 59 {
+			return false
+		}
+		off := time.Duration(oh)*time.Hour + time.Duration(om)*time.Minute
+		if rest[0] == '+' {
+			off = -off
+		}
+		t = t.Add(off)
+	default:
+		return false
+	}
+	if day == 0 || sec == 60 { // JavaScript's Date refuses these
+		return false
+	}
+	return t.Year() >= 0 && t.Year() <= 9999
+}
+
+func atoi(s string) int {
+	n := 0
+	for _, c := range s {
+		n = n*10 + int(c-'0')
+	}
+	return n
+}
+
+// validURI is @atproto/syntax's isValidUri: /^\w+:(?:\/\/)?[^\s/][^\s]*$/
+// with JavaScript's \w and \s.
+func validURI(s string) bool {
+	i := 0
+	for i < len(s) && isWordByte(s[i]) {
+		i++
+	}
+	if i == 0 || i == len(s) || s[i] != ':' {
+		return false
+	}
+	rest := s[i+1:]
+	// The optional "//" may also be read as the start of the rest, but the
+	// rest may not start with '/', so it must be taken when present.
+	rest = strings.TrimPrefix(rest, "//")
+	if rest == "" || rest[0] == '/' {
+		return false
+	}
+	return strings.IndexFunc(rest, isJSSpace) < 0
+}
+
+func isWordByte(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
+}
+
+// isJSSpace is JavaScript's \s: Unicode White_Space plus U+FEFF.
+func isJSSpace(r rune) bool {
+	return unicode.Is(unicode.White_Space, r) && r != 0x85 || r == 0xfeff
+}
+
+var (
+	atURIChars = regexp.MustCompile(`[^a-zA-Z0-9._~:@!$&'()*+,;=%/\\\[\]#?-]`)
+	atURIRE    = regexp.MustCompile(`^at://([^/?#\s]+)(?:/([^/?#\s]+)(?:/([^/?#\s]+))?)?(/)?(\?[^#\s]*)?(#[^\s]*)?$`)
+	jsonPtrRE  = regexp.MustCompile(`^/[a-zA-Z0-9._~:@!$&')(*+,;=%\[\]/-]*$`)
+)
+
+// validATURI is @atproto/syntax's isAtUriString in strict mode.
+func validATURI(s string) bool {
+	if len(s) > 8192 || atURIChars.MatchString(s) {
+		return false
+	}
+	m := atURIRE.FindStringSubmatchIndex(s)
+	if m == nil {
+		return false
+	}
+	group := func(i int) (string, bool) {
+		if m[2*i] < 0 {
+			return "", false
+		}
+		return s[m[2*i]:m[2*i+1]], true
+	}
+	authority, _ := group(1)
+	if !fmtATIdentifier.valid(authority) {
+		return false
+	}
+	if c, ok := group(2); ok {
+		if _, err := syntax.ParseNSID(c); err != nil {
+			return false
+		}
+	}
+	if h, ok := group(6); ok {
+		h = h[1:]
+		if !jsonPtrRE.MatchString(h) {
+			return false
+		}
+		// decodeURIComponent refuses bad escapes and escaped non-UTF-8.
+		if u, err := url.PathUnescape(h); err != nil || !utf8.ValidString(u) {
+			return false
+		}
+	}
+	if _, ok := group(4); ok {
+		return false // trailing slash
+	}
+	if _, ok := group(5); ok {
+		return false // query
+	}
+	if rk, ok := group(3); ok {
+		if _, err := syntax.ParseRecordKey(rk); err != nil {
+			return false
+		}
+	}
+	return true
+}
+
+var (
+	langRE    = regexp.MustCompile(`^((?P<grandfathered>(en-GB-oed|i-ami|i-bnn|i-default|i-enochian|i-hak|i-klingon|i-lux|i-mingo|i-navajo|i-pwn|i-tao|i-tay|i-tsu|sgn-BE-FR|sgn-BE-NL|sgn-CH-DE)|(art-lojban|cel-gaulish|no-bok|no-nyn|zh-guoyu|zh-hakka|zh-min|zh-min-nan|zh-xiang))|((?P<language>([A-Za-z]{2,3}(-(?P<extlang>[A-Za-z]{3}(-[A-Za-z]{3}){0,2}))?)|[A-Za-z]{4}|[A-Za-z]{5,8})(-(?P<script>[A-Za-z]{4}))?(-(?P<region>[A-Za-z]{2}|[0-9]{3}))?(-(?P<variant>[A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3}))*(-(?P<extension>[0-9A-WY-Za-wy-z](-[A-Za-z0-9]{2,8})+))*(-(?P<privateUseA>[xX](-[A-Za-z0-9]{1,8})+))?)|(?P<privateUseB>[xX](-[A-Za-z0-9]{1,8})+))$`)
+	langGroup = func(name string) int { return langRE.SubexpIndex(name) }
+	lgGrand   = langGroup("grandfathered")
+	lgLang    = langGroup("language")
+	lgPrivB   = langGroup("privateUseB")
+
+	alpha3     = regexp.MustCompile(`^[A-Za-z]{3}$`)
+	alpha4     = regexp.MustCompile(`^[A-Za-z]{4}$`)
+	regionRE   = regexp.MustCompile(`^([A-Za-z]{2}|[0-9]{3})$`)
+	variantRE  = regexp.MustCompile(`^([A-Za-z0-9]{5,8}|[0-9][A-Za-z0-9]{3})$`)
+	singleton  = regexp.MustCompile(`^[0-9A-WYZa-wyz]$`)
+	extPartRE  = regexp.MustCompile(`^[A-Za-z0-9]{2,8}$`)
+	primaryTag = regexp.MustCompile(`^[a-z]{2,3}$`)
+)
+
+// validLanguage is lex-schema's strict language check (@atproto/syntax's
+// parseLanguageString): a BCP 47 tag with no repeated variant or
+// extension singleton and a lower-case 2-3 letter primary language.
+func validLanguage(s string) bool {
+	if simpleLanguage(s) {
+		return true
+	}
+	m := langRE.FindStringSubmatch(s)
+	if m == nil {
+		return false
+	}
+	if m[lgGrand] != "" || m[lgPrivB] != "" {
+		return true
+	}
+	tags := strings.Split(s, "-")
+	i := 1
+	if n := len(tags[0]); n == 2 || n == 3 {
+		for c := 0; c < 3 && i < len(tags) && alpha3.MatchString(tags[i]); c++ {
+			i++
+		}
+	}
+	if i < len(tags) && alpha4.MatchString(tags[i]) {
+		i++
+	}
+	if i < len(tags) && regionRE.MatchString(tags[i]) {
+		i++
+	}
+	seen := map[string]bool{}
+	for i < len(tags) && variantRE.MatchString(tags[i]) {
+		k := "v" + strings.ToLower(tags[i])
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		i++
+	}
+	for i < len(tags) && singleton.MatchString(tags[i]) {
+		k := "s" + strings.ToLower(tags[i])
+		if seen[k] {
+			return false
+		}
+		seen[k] = true
+		i++
+		for i < len(tags) && extPartRE.MatchString(tags[i]) {
+			i++
+		}
+	}
+	lang := m[lgLang]
+	if lang == "" {
+		return true
+	}
+	primary, _, _ := strings.Cut(lang, "-")
+	return primaryTag.MatchString(primary)
+}
+
+// simpleLanguage takes the common tags ("en", "pt-BR", "es-419") without
+// the regexp: a lower-case 2-3 letter language and maybe a region.
+func simpleLanguage(s string) bool {
+	lang, region, ok := strings.Cut(s, "-")
+	if len(lang) < 2 || len(lang) > 3 {
+		return false
+	}
+	for i := 0; i < len(lang); i++ {
+		if lang[i] < 'a' || lang[i] > 'z' {
+			return false
+		}
+	}
+	if !ok {
+		return true
+	}
+	switch len(region) {
+	case 2:
+		return isLetter(region[0]) && isLetter(region[1])
+	case 3:
+		return isDigit(region[0]) && isDigit(region[1]) && isDigit(region[2])
+	}
+	return false
+}
+
+func isLetter(c byte) bool { return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' }
+func isDigit(c byte) bool  { return c >= '0' && c <= '9' }

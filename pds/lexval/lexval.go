@@ -1,0 +1,222 @@
+package lexval
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+
+	"github.com/bluesky-social/indigo/atproto/atdata"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
+)
+
+// Status is a write's validationStatus.
+type Status string
+
+const (
+	// StatusNone: validation was skipped (validate=false); the reference
+	// then leaves validationStatus out of its output.
+	StatusNone Status = ""
+	// StatusValid: the record matched its lexicon.
+	StatusValid Status = "valid"
+	// StatusUnknown: no lexicon is known for the collection, and
+	// validation was not required.
+	StatusUnknown Status = "unknown"
+)
+
+// Record is a record checked and converted for a repo write.
+type Record struct {
+	CBOR   []byte        // DAG-CBOR, as the repo stores it
+	CID    cid.Cid       // the CID of CBOR (dag-cbor, sha2-256)
+	Blobs  []atdata.Blob // blobs the record references, duplicates kept
+	Status Status
+}
+
+// Error is a record the reference refuses with 400 InvalidRequest; Message
+// is the reference's message.
+type Error struct {
+	Message string
+	// Body is set when the reference refuses the record while it checks
+	// the request body against the method's input schema: after it
+	// authenticates the request, before the handler runs (and so before
+	// the handler's account checks). The other errors come from the
+	// handler's prepare step.
+	Body bool
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Prepare checks and converts the record of a createRecord or putRecord
+// call, given as the JSON of the request's "record" field, for the write
+// of collection/rkey. validate is the request's "validate": nil when
+// unset. The caller generates the rkey of a createRecord without one (a
+// TID), as the reference does before it checks the key.
+//
+// Errors of type *Error carry the reference's message; anything else is an
+// internal error (the reference answers 500).
+func Prepare(collection syntax.NSID, rkey syntax.RecordKey, record []byte, validate *bool) (*Record, error) {
+	return prepare(collection, rkey, record, validate, -1)
+}
+
+// PrepareWrite is Prepare for writes[i] of an applyWrites call (a create or
+// an update), whose messages name that write.
+func PrepareWrite(i int, collection syntax.NSID, rkey syntax.RecordKey, record []byte, validate *bool) (*Record, error) {
+	return prepare(collection, rkey, record, validate, i)
+}
+
+var recordCIDPrefix = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
+
+func prepare(collection syntax.NSID, rkey syntax.RecordKey, data []byte, validate *bool, write int) (*Record, error) {
+	// Where the reference's messages place the record: its input schema
+	// calls it $.record or $.writes[i].value, its record validation
+	// $.record or $.writes[i].record.
+	bodyPath := []seg{{key: "record", idx: -1}}
+	path := bodyPath
+	if write >= 0 {
+		bodyPath = []seg{{key: "writes", idx: -1}, {idx: write}, {key: "value", idx: -1}}
+		path = []seg{{key: "writes", idx: -1}, {idx: write}, {key: "record", idx: -1}}
+	}
+
+	v, err := parseJSON(data)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			return nil, e
+		}
+		return nil, &Error{Message: "Invalid JSON in record", Body: true}
+	}
+	rec, ok := v.(*object)
+	if !ok {
+		is := issue{path: bodyPath, msg: msgInvalidType(v, "object")}
+		return nil, &Error{Message: is.String(), Body: true}
+	}
+	body := bodyCheck{path: append(make([]seg, 0, 16), bodyPath...)}
+	if is := body.values(rec); is != nil {
+		return nil, &Error{Message: is.String(), Body: true}
+	}
+
+	if t, ok := rec.get("$type"); !ok {
+		rec.fields = append(rec.fields, field{"$type", collection.String()})
+	} else if t != collection.String() {
+		return nil, &Error{Message: "Invalid $type: expected " + collection.String() + ", got " + jsToString(t)}
+	}
+	if !validRecordKey(rkey.String()) {
+		return nil, &Error{Message: "Invalid record key: " + rkey.String()}
+	}
+
+	status := StatusNone
+	if validate == nil || *validate {
+		schema, err := defaultCatalog().record(collection.String())
+		if err != nil {
+			return nil, err
+		}
+		switch {
+		case schema != nil:
+			var kv validator
+			if is := kv.validate(schema.key, rkey.String()); is != nil {
+				return nil, &Error{Message: "Invalid record key for " + collection.String() + ": " + is.String()}
+			}
+			rv := validator{path: append(make([]seg, 0, 16), path...)}
+			if is := rv.validate(schema, rec); is != nil {
+				return nil, &Error{Message: "Invalid " + collection.String() + " record: " + is.String()}
+			}
+			status = StatusValid
+		case validate != nil:
+			return nil, &Error{Message: "Unknown lexicon type: " + collection.String()}
+		default:
+			status = StatusUnknown
+		}
+	}
+
+	refs, legacy, err := blobs(rec)
+	if err != nil {
+		return nil, err
+	}
+	if body.unsafe != nil {
+		return nil, body.unsafe
+	}
+	if legacy {
+		return nil, errLegacyBlob
+	}
+	b, err := encodeCBOR(make([]byte, 0, len(data)), rec)
+	if err != nil {
+		return nil, err
+	}
+	c, err := recordCIDPrefix.Sum(b)
+	if err != nil {
+		return nil, err
+	}
+	return &Record{CBOR: b, CID: c, Blobs: refs, Status: status}, nil
+}
+
+// bodyCheck is the input schema's check of a record (lex-schema's lexMap):
+// every value must be in the data model, so no fractional numbers. It
+// walks the record in JavaScript order, which is also the order in which
+// the reference's CBOR encoder meets numbers: the first integral number
+// beyond 2^53 it meets is the one its encoding error names.
+type bodyCheck struct {
+	path   []seg // a stack, extended in place
+	unsafe error // the encoding error to come, if any
+}
+
+func (c *bodyCheck) values(o *object) *issue {
+	for _, f := range o.fields {
+		c.path = append(c.path, seg{key: f.key, idx: -1})
+		is := c.value(f.val)
+		c.path = c.path[:len(c.path)-1]
+		if is != nil {
+			return is
+		}
+	}
+	return nil
+}
+
+func (c *bodyCheck) value(v any) *issue {
+	switch v := v.(type) {
+	case float64:
+		// Number.isInteger: integral floats beyond 2^53 pass here, and fail
+		// later as integers (or when encoded).
+		if math.IsInf(v, 0) || math.Trunc(v) != v {
+			return &issue{
+				path: slices.Clone(c.path),
+				msg:  msgInvalidType(v, "null", "boolean", "integer", "string", "cid", "bytes", "array", "object"),
+			}
+		}
+		if c.unsafe == nil {
+			c.unsafe = nonInteger(v)
+		}
+	case []any:
+		for i, x := range v {
+			c.path = append(c.path, seg{idx: i})
+			is := c.value(x)
+			c.path = c.path[:len(c.path)-1]
+			if is != nil {
+				return is
+			}
+		}
+	case *object:
+		return c.values(v)
+	}
+	return nil
+}
+
+// RecordJSON is a stored record (DAG-CBOR) as JSON, as the reference's
+// getRecord and listRecords print its value: keys in stored order (DAG-CBOR
+// order: shorter first) except that array-index keys ("0", "12") come
+// first, as in any JavaScript object; CID links as {"$link": ...}, bytes
+// as {"$bytes": ...} (base64, unpadded), a blob as the object it is stored
+// as: {"ref":{"$link":...},"size":...,"$type":"blob","mimeType":...}.
+//
+// Marshal it with HTML escaping off (json.Encoder.SetEscapeHTML(false)) to
+// keep '<', '>' and '&' as the reference prints them.
+func RecordJSON(cbor []byte) (json.RawMessage, error) {
+	r := cborReader{data: cbor}
+	out, err := r.json(make([]byte, 0, len(cbor)+len(cbor)/2), 0)
+	if err != nil {
+		return nil, err
+	}
+	if r.pos != len(cbor) {
+		return nil, errCBOR
+	}
+	return out, nil
+}
