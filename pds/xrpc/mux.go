@@ -197,7 +197,7 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	b := buf.Bytes()
+	var b []byte
 	if err := enc.Encode(v); err != nil {
 		status, b = 500, []byte(`{"error":"InternalServerError","message":"Internal Server Error"}`)
 	} else {
