@@ -33,7 +33,7 @@
 // @atproto/pds and records its answers (messages, CIDs, blobs, JSON), the
 // string formats it accepts, and the compiled schemas it validates with.
 //
-// Known differences: grapheme counts use uniseg (Unicode 12) where the
+// Known differences: grapheme counts use uniseg v0.4.7 (Unicode 15.0) where the
 // reference uses ICU (Intl.Segmenter), which can differ for newer emoji
 // and scripts; record keys are not checked for slurs; a string with a lone
 // surrogate escape is stored (and quoted in messages) with U+FFFD.

@@ -3,7 +3,6 @@ package lexval
 import (
 	"strings"
 	"unicode"
-	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
 	"github.com/rivo/uniseg"
@@ -317,48 +316,6 @@ func acceptsMime(accept []string, mime string) bool {
 	return false
 }
 
-// graphemeCount counts extended grapheme clusters. Clusters always break
-// around controls (UAX #29 GB4, GB5), so the string is cut there and the
-// runs between counted by uniseg: the uniseg that indigo pins (v0.1.0)
-// loses its state after a control and then splits, for example, a flag
-// that follows a newline.
-func graphemeCount(s string) int64 {
-	var n int64
-	start := 0
-	for i := 0; i < len(s); {
-		r, size := rune(s[i]), 1
-		if r >= utf8.RuneSelf {
-			r, size = utf8.DecodeRuneInString(s[i:])
-		}
-		if !graphemeControl(r) {
-			i += size
-			continue
-		}
-		if start < i {
-			n += int64(uniseg.GraphemeClusterCount(s[start:i]))
-		}
-		if r == '\r' && i+1 < len(s) && s[i+1] == '\n' {
-			size++ // CR LF is one cluster (GB3)
-		}
-		n++
-		i += size
-		start = i
-	}
-	if start < len(s) {
-		n += int64(uniseg.GraphemeClusterCount(s[start:]))
-	}
-	return n
-}
-
-// graphemeControl reports whether r has Grapheme_Cluster_Break Control,
-// CR or LF (leaving out unassigned default ignorables).
-func graphemeControl(r rune) bool {
-	switch {
-	case r < 0x20 || r == 0x7f:
-		return true
-	case r < 0x80 || r == 0x200c || r == 0x200d:
-		return false
-	}
-	return unicode.In(r, unicode.Cc, unicode.Zl, unicode.Zp, unicode.Cf) &&
-		!unicode.In(r, unicode.Prepended_Concatenation_Mark, unicode.Other_Grapheme_Extend)
-}
+// graphemeCount counts extended grapheme clusters (uniseg v0.4.7,
+// Unicode 15.0; the reference's ICU knows Unicode 17's conjunct rule).
+func graphemeCount(s string) int64 { return int64(uniseg.GraphemeClusterCount(s)) }
