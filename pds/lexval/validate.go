@@ -2,7 +2,6 @@ package lexval
 
 import (
 	"strings"
-	"unicode"
 
 	"github.com/ipfs/go-cid"
 	"github.com/rivo/uniseg"
