@@ -23,3 +23,8 @@ lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+
+.PHONY: conformance
+conformance: ## the conformance suite on fakepds, the npm reference PDS and (given a Docker engine) the official image; report in docs/conformance.md
+	scripts/reference-pds/install.sh
+	HARNESS_PDS_BACKEND=reference $(GO) test ./harness/conformance -count=1 -v -backends=all -report=$(CURDIR)/docs/conformance.md

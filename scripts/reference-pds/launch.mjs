@@ -261,7 +261,9 @@ const main = async () => {
   network.plc = await TestPlc.create({ port: plcPort })
   network.pds = await TestPds.create({
     port: pdsPort,
-    didPlcUrl: `http://${HOST}:${plcPort}`,
+    // localhost, not the IP literal: the PDS's fetch refuses IP-literal
+    // hosts ("Invalid hostname"), and its DID resolution would fail.
+    didPlcUrl: `http://localhost:${plcPort}`,
     dataDirectory,
     blobstoreDiskLocation: blobDir,
     blobstoreDiskTmpLocation: path.join(baseDir, 'blobs-tmp'),
