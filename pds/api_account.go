@@ -60,6 +60,9 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request) error {
 	if in.Handle == nil {
 		return xrpc.MissingInput("handle")
 	}
+	if err := handleFormat(*in.Handle); err != nil {
+		return err
+	}
 	if in.DID != "" {
 		if _, err := syntax.ParseDID(in.DID); err != nil {
 			return xrpc.InvalidRequest("", "Invalid DID (got %q) at $.did", in.DID)

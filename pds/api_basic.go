@@ -1,6 +1,8 @@
 package pds
 
 import (
+	"fmt"
+	"html"
 	"net/http"
 
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -25,4 +27,14 @@ func (s *Server) root(w http.ResponseWriter, r *http.Request) {
 func (s *Server) robots(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 	_, _ = w.Write([]byte("# fakepds is a test server\nUser-agent: *\nDisallow: /\n"))
+}
+
+// notFound answers a path the server does not serve as the reference's
+// Express does: an HTML page naming the method and path.
+func notFound(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
+	w.WriteHeader(http.StatusNotFound)
+	fmt.Fprintf(w, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>Error</title>\n</head>\n<body>\n<pre>Cannot %s %s</pre>\n</body>\n</html>\n",
+		r.Method, html.EscapeString(r.URL.Path))
 }

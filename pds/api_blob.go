@@ -266,23 +266,9 @@ func withCharset(mt string) string {
 	return mt
 }
 
-// limitParam reads a limit query parameter of 1 to 1000, default 500, with
-// the reference's messages.
+// limitParam reads a limit query parameter of 1 to 1000, default 500.
 func limitParam(r *http.Request, nsid string) (int, error) {
-	v := r.URL.Query().Get("limit")
-	if v == "" {
-		return 500, nil
-	}
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil:
-		return 0, xrpc.InvalidRequest("", "Invalid %s params: Expected integer value type (got %q)", nsid, v)
-	case n < 1:
-		return 0, xrpc.InvalidRequest("", "Invalid %s params: integer too small (minimum 1, got %d)", nsid, n)
-	case n > 1000:
-		return 0, xrpc.InvalidRequest("", "Invalid %s params: integer too big (maximum 1000, got %d)", nsid, n)
-	}
-	return n, nil
+	return xrpc.IntParam(r, nsid, "limit", 500, 1, 1000)
 }
 
 func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request) error {

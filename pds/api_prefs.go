@@ -1,6 +1,7 @@
 package pds
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -115,12 +116,12 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
 	full := c.Scope == auth.ScopeAccess
 	prefs := make([]pref, 0, len(in.Preferences))
 	var forbidden []string
-	for _, raw := range in.Preferences {
+	for i, raw := range in.Preferences {
 		var t struct {
 			Type *string `json:"$type"`
 		}
 		if json.Unmarshal(raw, &t) != nil || t.Type == nil {
-			return xrpc.InvalidRequest("", "Preference is missing a $type")
+			return xrpc.InvalidRequest("", `Expected an object which includes the "$type" property value type (got %s) at $.preferences[%d]`, preview(raw), i)
 		}
 		prefs = append(prefs, pref{*t.Type, string(raw)})
 	}
@@ -166,4 +167,19 @@ func replacePrefs(ctx context.Context, tx *sql.Tx, full bool, prefs []pref) erro
 		}
 	}
 	return nil
+}
+
+// preview abbreviates a JSON value as the reference's validator quotes it
+// in messages: an object by its first key ({"enabled": ...}).
+func preview(raw json.RawMessage) string {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return string(raw)
+	}
+	key, err := dec.Token()
+	if k, ok := key.(string); err == nil && ok {
+		b, _ := json.Marshal(k)
+		return "{" + string(b) + ": ...}"
+	}
+	return "{}"
 }

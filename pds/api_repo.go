@@ -6,10 +6,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/fnv"
 	"io"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
 
@@ -232,7 +232,8 @@ type createRecordInput struct {
 	Validate   *bool           `json:"validate"`
 	Record     json.RawMessage `json:"record"`
 	SwapCommit string          `json:"swapCommit"`
-	SwapRecord *string         `json:"swapRecord"`
+	// SwapRecord is raw so that null (must not exist) differs from absent.
+	SwapRecord json.RawMessage `json:"swapRecord"`
 }
 
 type writeOutput struct {
@@ -319,11 +320,6 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	if in.SwapRecord != nil {
-		if p.SwapRecord, err = parseSwap("swapRecord", *in.SwapRecord); err != nil {
-			return err
-		}
-	}
 	// Create or update, whichever applies; the same content again is a
 	// no-op with no commit, as the reference.
 	cur, _, err := s.currentRecord(ctx, acc.DID, p.Collection, p.RKey)
@@ -332,6 +328,22 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
 	}
 	if cur == nil {
 		p.Action = repo.ActionCreate
+	}
+	switch {
+	case string(in.SwapRecord) == "null":
+		// swapRecord: null says the record must not exist yet.
+		if cur != nil {
+			return xrpc.InvalidRequest("InvalidSwap", "Record was at %s", cur)
+		}
+		p.SwapRecord = &cid.Undef
+	case len(in.SwapRecord) > 0:
+		var v string
+		if err := json.Unmarshal(in.SwapRecord, &v); err != nil {
+			return xrpc.InvalidRequest("", "Invalid CID string (got %s) at $.swapRecord", in.SwapRecord)
+		}
+		if p.SwapRecord, err = parseSwap("swapRecord", v); err != nil {
+			return err
+		}
 	}
 	newCID, err := recordCID(p.Value)
 	if err != nil {
@@ -403,9 +415,15 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
 			return err
 		}
 	}
-	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap)
-	if err != nil {
+	// A record that is not there: nothing to do, and, as in the reference,
+	// no swap to check.
+	var commit *repo.Commit
+	if cur, _, err := s.currentRecord(ctx, acc.DID, p.Collection, p.RKey); err != nil {
 		return err
+	} else if cur != nil {
+		if commit, err = s.applyPrepared(ctx, acc.DID, []prepared{p}, swap); err != nil {
+			return err
+		}
 	}
 	out := struct {
 		Commit *commitMeta `json:"commit,omitempty"`
@@ -471,7 +489,7 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
 		case "com.atproto.repo.applyWrites#delete":
 			action = repo.ActionDelete
 		default:
-			return xrpc.InvalidRequest("", "Action not supported: %s", wr.Type)
+			return xrpc.InvalidRequest("", `Expected one of "com.atproto.repo.applyWrites#create", "com.atproto.repo.applyWrites#update" or "com.atproto.repo.applyWrites#delete" (got %q) at $.writes[%d].$type`, wr.Type, i)
 		}
 		if action != repo.ActionDelete && (len(wr.Value) == 0 || string(wr.Value) == "null") {
 			return xrpc.MissingInput("value")
@@ -483,6 +501,18 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
 	swap, err := parseSwap("swapCommit", in.SwapCommit)
 	if err != nil {
 		return err
+	}
+	for _, w := range writes {
+		if w.Action != repo.ActionDelete {
+			continue
+		}
+		// The reference fails the whole batch with a 500 when it deletes a
+		// record that is not there (deleteRecord alone is a no-op).
+		if cur, _, err := s.currentRecord(ctx, acc.DID, w.Collection, w.RKey); err != nil {
+			return err
+		} else if cur == nil {
+			return fmt.Errorf("applyWrites: delete of a missing record %s", w.Path())
+		}
 	}
 	commit, err := s.applyPrepared(ctx, acc.DID, writes, swap)
 	if err != nil {
@@ -522,13 +552,17 @@ func (s *Server) repoAccount(ctx context.Context, repoID string, notFound func(s
 func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	const nsid = "com.atproto.repo.getRecord"
 	q := r.URL.Query()
-	for _, k := range []string{"repo", "collection", "rkey"} {
+	repoID, err := atIdentifierParam(r, nsid, "repo")
+	if err != nil {
+		return err
+	}
+	for _, k := range []string{"collection", "rkey"} {
 		if q.Get(k) == "" {
 			return xrpc.MissingParam(nsid, k)
 		}
 	}
 	ctx := r.Context()
-	acc, err := s.repoAccount(ctx, q.Get("repo"), func(id string) error {
+	acc, err := s.repoAccount(ctx, repoID, func(id string) error {
 		return xrpc.InvalidRequest("", "Could not find repo: %s", id)
 	})
 	if err != nil {
@@ -581,26 +615,24 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
 	const nsid = "com.atproto.repo.listRecords"
 	q := r.URL.Query()
-	for _, k := range []string{"repo", "collection"} {
-		if q.Get(k) == "" {
-			return xrpc.MissingParam(nsid, k)
-		}
+	repoID, err := atIdentifierParam(r, nsid, "repo")
+	if err != nil {
+		return err
+	}
+	if q.Get("collection") == "" {
+		return xrpc.MissingParam(nsid, "collection")
 	}
 	collection, err := syntax.ParseNSID(q.Get("collection"))
 	if err != nil {
 		return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsid, q.Get("collection"))
 	}
-	limit := 50
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 100 {
-			return xrpc.InvalidRequest("", "Invalid %s params: limit must be an integer between 1 and 100", nsid)
-		}
-		limit = n
+	limit, err := xrpc.IntParam(r, nsid, "limit", 50, 1, 100)
+	if err != nil {
+		return err
 	}
 	reverse := q.Get("reverse") == "true"
 	ctx := r.Context()
-	acc, err := s.repoAccount(ctx, q.Get("repo"), func(id string) error {
+	acc, err := s.repoAccount(ctx, repoID, func(id string) error {
 		return xrpc.InvalidRequest("", "Could not find repo: %s", id)
 	})
 	if err != nil {
@@ -638,14 +670,12 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
 
 func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request) error {
 	const nsid = "com.atproto.repo.describeRepo"
-	id := r.URL.Query().Get("repo")
-	if id == "" {
-		return xrpc.MissingParam(nsid, "repo")
+	id, err := atIdentifierParam(r, nsid, "repo")
+	if err != nil {
+		return err
 	}
 	ctx := r.Context()
-	acc, err := s.repoAccount(ctx, id, func(id string) error {
-		return xrpc.InvalidRequest("RepoNotFound", "Could not find user: %s", id)
-	})
+	acc, err := s.assertRepoAvailable(ctx, id, false)
 	if err != nil {
 		return err
 	}

@@ -55,28 +55,46 @@ func (s *Server) selfOrAdmin(r *http.Request, did string) (bool, error) {
 	return c.DID == did, nil
 }
 
-// availableRepo is the reference's assertRepoAvailability: the account
-// must exist, and unless the caller is the account or the admin, be
-// neither taken down nor deactivated.
+// availableRepo is the reference's assertRepoAvailability for a caller
+// who may be the account or the admin (who may read a repo that is taken
+// down or deactivated).
 func (s *Server) availableRepo(r *http.Request, did string) (*account.Account, error) {
 	self, err := s.selfOrAdmin(r, did)
 	if err != nil {
 		return nil, err
 	}
-	acc, err := s.accounts.ByIdentifier(r.Context(), did)
+	return s.assertRepoAvailable(r.Context(), did, self)
+}
+
+// assertRepoAvailable: the account must exist, and unless exempt, be
+// neither taken down nor deactivated.
+func (s *Server) assertRepoAvailable(ctx context.Context, id string, exempt bool) (*account.Account, error) {
+	acc, err := s.accounts.ByIdentifier(ctx, id)
 	if errors.Is(err, account.ErrNotFound) {
-		return nil, xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did)
+		return nil, xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", id)
 	}
-	if err != nil || self {
+	if err != nil || exempt {
 		return acc, err
 	}
 	if acc.TakedownRef != "" {
-		return nil, xrpc.InvalidRequest("RepoTakendown", "Repo has been takendown: %s", did)
+		return nil, xrpc.InvalidRequest("RepoTakendown", "Repo has been takendown: %s", id)
 	}
 	if acc.DeactivatedAt != "" {
-		return nil, xrpc.InvalidRequest("RepoDeactivated", "Repo has been deactivated: %s", did)
+		return nil, xrpc.InvalidRequest("RepoDeactivated", "Repo has been deactivated: %s", id)
 	}
 	return acc, nil
+}
+
+// atIdentifierParam reads a required AT identifier parameter.
+func atIdentifierParam(r *http.Request, nsid, name string) (string, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return "", xrpc.MissingParam(nsid, name)
+	}
+	if _, err := syntax.ParseAtIdentifier(v); err != nil {
+		return "", xrpc.InvalidRequest("", "Invalid %s params: Invalid AT identifier (got %q)", nsid, v)
+	}
+	return v, nil
 }
 
 // didParam reads and checks the did parameter of a sync method.
@@ -263,13 +281,9 @@ func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request) error
 func (s *Server) syncListRepos(w http.ResponseWriter, r *http.Request) error {
 	const nsid = "com.atproto.sync.listRepos"
 	q := r.URL.Query()
-	limit := 500
-	if v := q.Get("limit"); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 || n > 1000 {
-			return xrpc.InvalidRequest("", "Invalid %s params: limit must be an integer between 1 and 1000", nsid)
-		}
-		limit = n
+	limit, err := xrpc.IntParam(r, nsid, "limit", 500, 1, 1000)
+	if err != nil {
+		return err
 	}
 	var afterTime, afterDID string
 	if c := q.Get("cursor"); c != "" {

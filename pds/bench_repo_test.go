@@ -71,7 +71,9 @@ func BenchmarkPutRecord(b *testing.B) {
 	i := 0
 	for b.Loop() {
 		t0 := time.Now()
-		if _, err := comatproto.RepoPutRecord(b.Context(), cl, &comatproto.RepoPutRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Rkey: rkey, Record: post(fmt.Sprint(i))}); err != nil {
+		in := map[string]any{"repo": a.Did, "collection": "app.bsky.feed.post", "rkey": rkey,
+			"record": map[string]any{"$type": "app.bsky.feed.post", "text": fmt.Sprint(i), "createdAt": "2026-11-30T12:00:00.000Z"}}
+		if err := cl.Post(b.Context(), "com.atproto.repo.putRecord", in, nil); err != nil {
 			b.Fatal(err)
 		}
 		lat = append(lat, time.Since(t0))

@@ -8,6 +8,15 @@ import (
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
+// handleFormat is the lexicon's format check of a handle input, which the
+// reference runs on the body before any handle rule.
+func handleFormat(raw string) error {
+	if _, err := syntax.ParseHandle(raw); err != nil {
+		return xrpc.InvalidRequest("", "Invalid handle (got %q) at $.handle", raw)
+	}
+	return nil
+}
+
 // normalizeHandle lower-cases and validates a handle as the reference does
 // for account creation (forNew) and handle updates: the syntax (indigo's
 // syntax.ParseHandle decides; the message says why, in the reference's

@@ -138,7 +138,12 @@ func (s *Server) wellKnownDID(w http.ResponseWriter, r *http.Request) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
-	notFound := func() { http.Error(w, "User not found", http.StatusNotFound) }
+	notFound := func() {
+		// As the reference (Express's res.send of a string): HTML, no newline.
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = w.Write([]byte("User not found"))
+	}
 	if !s.isServiceHandle(host) {
 		notFound()
 		return
@@ -209,6 +214,9 @@ func (s *Server) updateHandle(w http.ResponseWriter, r *http.Request) error {
 	}
 	if in.Handle == nil {
 		return xrpc.MissingInput("handle")
+	}
+	if err := handleFormat(*in.Handle); err != nil {
+		return err
 	}
 	if err := s.setHandle(r.Context(), c.DID, *in.Handle); err != nil {
 		return err

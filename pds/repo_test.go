@@ -54,14 +54,28 @@ func TestRecordLifecycle(t *testing.T) {
 
 	// putRecord updates; the same value again is a no-op without a commit.
 	rkey := uri.RecordKey().String()
-	put, err := comatproto.RepoPutRecord(ctx, cl, &comatproto.RepoPutRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Rkey: rkey, Record: post("edited")})
-	if err != nil || put.Commit == nil {
-		t.Fatalf("putRecord = %+v, %v", put, err)
+	// indigo's generated putRecord sends "swapRecord": null, which the
+	// reference (and so fakepds) reads as "must not exist yet": an update
+	// over an existing record is refused. Leave the field out to update.
+	_, err = comatproto.RepoPutRecord(ctx, cl, &comatproto.RepoPutRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Rkey: rkey, Record: post("edited")})
+	apiErr(t, err, 400, "InvalidSwap")
+	putRaw := func(text string) (out comatproto.RepoPutRecord_Output) {
+		t.Helper()
+		in := map[string]any{"repo": a.Did, "collection": "app.bsky.feed.post", "rkey": rkey,
+			"record": map[string]any{"$type": "app.bsky.feed.post", "text": text, "createdAt": "2026-11-30T12:00:00.000Z"}}
+		if err := cl.Post(ctx, "com.atproto.repo.putRecord", in, &out); err != nil {
+			t.Fatalf("putRecord: %v", err)
+		}
+		return out
+	}
+	put := putRaw("edited")
+	if put.Commit == nil {
+		t.Fatalf("putRecord = %+v", put)
 	}
 	expectEvents(t, events, "commit:6:"+a.Did)
-	again, err := comatproto.RepoPutRecord(ctx, cl, &comatproto.RepoPutRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Rkey: rkey, Record: post("edited")})
-	if err != nil || again.Commit != nil || again.Cid != put.Cid {
-		t.Fatalf("putRecord of the same value = %+v, %v", again, err)
+	again := putRaw("edited")
+	if again.Commit != nil || again.Cid != put.Cid {
+		t.Fatalf("putRecord of the same value = %+v", again)
 	}
 
 	// swapCommit and swapRecord.

@@ -424,6 +424,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /{$}", s.root)
 	mux.HandleFunc("GET /robots.txt", s.robots)
 	mux.HandleFunc("GET /.well-known/atproto-did", s.wellKnownDID)
+	mux.HandleFunc("/", notFound)
 	s.controlRoutes(mux)
 	return mux
 }

@@ -341,7 +341,10 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 		records = append(records, block{cid: val, data: w.Value})
 		recordPaths = append(recordPaths, path)
 	}
-	if len(ops) == 0 {
+	if len(ops) == 0 && len(writes) > 0 {
+		// Writes that change nothing make no commit. No writes at all
+		// (applyWrites with an empty list) make an empty commit, as the
+		// reference does: a new rev and signature over the same tree.
 		return nil, nil
 	}
 

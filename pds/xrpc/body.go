@@ -9,6 +9,7 @@ import (
 	"mime"
 	"net/http"
 	"reflect"
+	"strconv"
 	"strings"
 )
 
@@ -150,4 +151,23 @@ func NoBody(r *http.Request) error {
 		return InvalidRequest("", "A request body was provided when none was expected")
 	}
 	return nil
+}
+
+// IntParam reads an integer query parameter of nsid within [min, max]
+// (def when absent), with the reference's messages for the rest.
+func IntParam(r *http.Request, nsid, name string, def, min, max int) (int, error) {
+	v := r.URL.Query().Get(name)
+	if v == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(v)
+	switch {
+	case err != nil:
+		return 0, InvalidRequest("", "Invalid %s params: Expected integer value type (got %q)", nsid, v)
+	case n < min:
+		return 0, InvalidRequest("", "Invalid %s params: integer too small (minimum %d, got %d)", nsid, min, n)
+	case n > max:
+		return 0, InvalidRequest("", "Invalid %s params: integer too big (maximum %d, got %d)", nsid, max, n)
+	}
+	return n, nil
 }
