@@ -115,12 +115,6 @@ var Known = []Difference{
 	},
 
 	// ------------------------------------------------------------- bugs
-	{
-		ID:        "applywrites-same-path-frame",
-		Scenarios: []string{"firehose-commits"},
-		At:        []string{"events > events[4].blocks", "events > events[4].ops[2].prev"},
-		Backends:  []string{"inprocess"},
-		Verdict:   "bug", Reference: ReferenceVersion,
-		Summary: "an applyWrites that updates then deletes the same record: the #commit's delete op has prev = the intermediate update's CID and its blocks carry that record (4 blocks); the reference gives every op the prev of the previous commit and only the blocks of the final tree (3)",
-	},
+	// (none known: each one found was fixed in pds/; a new one goes here,
+	// with Verdict "bug", until it is)
 }

@@ -289,10 +289,21 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 	ops := make([]Op, 0, len(writes))
 	var records []block // record blocks written, for the tables and the event
 	var recordPaths [][]byte
+	// before is each path's record as of the previous commit: every op on
+	// a path names it as prev, even when an earlier op of this commit
+	// changed the path, as the reference does.
+	before := map[string]*cid.Cid{}
 	for i, w := range writes {
 		path := paths[i]
 		if err := src.hydrate(tree.Root, path); err != nil {
 			return nil, err
+		}
+		if _, seen := before[string(path)]; !seen {
+			cur, err := tree.Get(path)
+			if err != nil {
+				return nil, fmt.Errorf("repo: %w", err)
+			}
+			before[string(path)] = cur
 		}
 		c.Results[i].URI = syntax.ATURI("at://" + did.String() + "/" + string(path))
 		var val cid.Cid
@@ -326,7 +337,7 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 			if _, err := tree.Insert(path, val); err != nil {
 				return nil, fmt.Errorf("repo: %w", err)
 			}
-			ops = append(ops, Op{Action: ActionUpdate, Path: string(path), CID: &val, Prev: cur})
+			ops = append(ops, Op{Action: ActionUpdate, Path: string(path), CID: &val, Prev: before[string(path)]})
 		case ActionDelete:
 			prev, err := tree.Remove(path)
 			if err != nil {
@@ -335,12 +346,23 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 			if prev == nil {
 				continue
 			}
-			ops = append(ops, Op{Action: ActionDelete, Path: string(path), Prev: prev})
+			ops = append(ops, Op{Action: ActionDelete, Path: string(path), Prev: before[string(path)]})
 			continue
 		}
 		records = append(records, block{cid: val, data: w.Value})
 		recordPaths = append(recordPaths, path)
 	}
+	// Only the records the new tree holds are written and sent: one
+	// replaced later in the same commit is neither.
+	kept := records[:0]
+	keptPaths := recordPaths[:0]
+	for i, rec := range records {
+		if cur, err := tree.Get(recordPaths[i]); err == nil && cur != nil && cur.Equals(rec.cid) {
+			kept = append(kept, rec)
+			keptPaths = append(keptPaths, recordPaths[i])
+		}
+	}
+	records, recordPaths = kept, keptPaths
 	if len(ops) == 0 && len(writes) > 0 {
 		// Writes that change nothing make no commit. No writes at all
 		// (applyWrites with an empty list) make an empty commit, as the
