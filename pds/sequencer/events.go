@@ -119,8 +119,8 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 		out = out[:0]
 		// The single writer makes "last seq + 1" the seq the insert
 		// below will get; AUTOINCREMENT never hands out a seq twice.
-		var last int64
-		if err := tx.QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'repo_seq'), 0)`).Scan(&last); err != nil {
+		last, insert, err := s.stmts(ctx, tx)
+		if err != nil {
 			return err
 		}
 		var buf bytes.Buffer
@@ -136,8 +136,7 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 				return fmt.Errorf("sequencer: encode %s: %w", typ, err)
 			}
 			frame := bytes.Clone(buf.Bytes())
-			if _, err := tx.ExecContext(ctx, `INSERT INTO repo_seq (seq, did, event_type, event, sequenced_at) VALUES (?, ?, ?, ?, ?)`,
-				seq, e.DID, typ, frame, t); err != nil {
+			if _, err := insert.ExecContext(ctx, seq, e.DID, typ, frame, t); err != nil {
 				return err
 			}
 			out = append(out, Stored{Seq: seq, DID: e.DID, Type: typ, Time: now, Frame: frame})
@@ -149,6 +148,16 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 	}
 	s.wake()
 	return out, nil
+}
+
+// stmts binds the append's statements (prepared at Open on the writer
+// connection: every write of every repo appends) to tx, and reads the last
+// seq given out.
+func (s *Sequencer) stmts(ctx context.Context, tx *sql.Tx) (last int64, insert *sql.Stmt, err error) {
+	if err := tx.StmtContext(ctx, s.lastStmt).QueryRowContext(ctx).Scan(&last); err != nil {
+		return 0, nil, err
+	}
+	return last, tx.StmtContext(ctx, s.insertStmt), nil
 }
 
 // DeleteAccountEvents removes every event of did, as the reference does

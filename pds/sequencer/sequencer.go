@@ -5,6 +5,7 @@ package sequencer
 
 import (
 	"context"
+	"database/sql"
 	"path/filepath"
 
 	"github.com/fakepds/fakepds/pds/store"
@@ -17,6 +18,10 @@ const File = "sequencer.sqlite"
 type Sequencer struct {
 	db *store.DB
 	n  notifier
+
+	// Prepared at Open, outside any transaction: the writer pool has one
+	// connection, so preparing while a write holds it would wait forever.
+	lastStmt, insertStmt *sql.Stmt
 }
 
 // Open opens the sequencer database in dir.
@@ -26,14 +31,30 @@ func Open(ctx context.Context, dir string, opts store.Options) (*Sequencer, erro
 	if err != nil {
 		return nil, err
 	}
-	return &Sequencer{db: db}, nil
+	s := &Sequencer{db: db}
+	w := db.Writer()
+	if s.lastStmt, err = w.PrepareContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'repo_seq'), 0)`); err == nil {
+		s.insertStmt, err = w.PrepareContext(ctx, `INSERT INTO repo_seq (seq, did, event_type, event, sequenced_at) VALUES (?, ?, ?, ?, ?)`)
+	}
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
 }
 
 // DB is the underlying database.
 func (s *Sequencer) DB() *store.DB { return s.db }
 
-// Close closes the database.
-func (s *Sequencer) Close() error { return s.db.Close() }
+// Close closes the statements and the database.
+func (s *Sequencer) Close() error {
+	for _, st := range []*sql.Stmt{s.lastStmt, s.insertStmt} {
+		if st != nil {
+			st.Close()
+		}
+	}
+	return s.db.Close()
+}
 
 // Migrations is the sequencer schema. seq is an INTEGER PRIMARY KEY with
 // AUTOINCREMENT so a seq is never reused, even after the newest events are
