@@ -243,23 +243,37 @@ type writeOutput struct {
 	ValidationStatus string      `json:"validationStatus,omitempty"`
 }
 
-func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
+// recordWrite reads createRecord's and putRecord's common input, checks
+// it in the reference's order (auth, body, required fields, the repo's
+// account) and returns it with the account written to.
+func (s *Server) recordWrite(r *http.Request, needRKey bool) (createRecordInput, *account.Account, error) {
+	var in createRecordInput
 	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
 	if err != nil {
-		return err
+		return in, nil, err
 	}
-	var in createRecordInput
 	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
-		return err
+		return in, nil, err
 	}
-	if err := requireRecordInput(in.Collection, in.Record); err != nil {
+	if in.Collection == "" {
+		return in, nil, xrpc.MissingInput("collection")
+	}
+	if len(in.Record) == 0 || string(in.Record) == "null" {
+		return in, nil, xrpc.MissingInput("record")
+	}
+	if needRKey && in.RKey == nil {
+		return in, nil, xrpc.MissingInput("rkey")
+	}
+	acc, err := s.writer(r.Context(), c, in.Repo)
+	return in, acc, err
+}
+
+func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
+	in, acc, err := s.recordWrite(r, false)
+	if err != nil {
 		return err
 	}
 	ctx := r.Context()
-	acc, err := s.writer(ctx, c, in.Repo)
-	if err != nil {
-		return err
-	}
 	rkey := s.tids.Next().String()
 	if in.RKey != nil {
 		rkey = *in.RKey
@@ -282,36 +296,12 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func requireRecordInput(collection string, record json.RawMessage) error {
-	if collection == "" {
-		return xrpc.MissingInput("collection")
-	}
-	if len(record) == 0 || string(record) == "null" {
-		return xrpc.MissingInput("record")
-	}
-	return nil
-}
-
 func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
+	in, acc, err := s.recordWrite(r, true)
 	if err != nil {
 		return err
-	}
-	var in createRecordInput
-	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
-		return err
-	}
-	if err := requireRecordInput(in.Collection, in.Record); err != nil {
-		return err
-	}
-	if in.RKey == nil {
-		return xrpc.MissingInput("rkey")
 	}
 	ctx := r.Context()
-	acc, err := s.writer(ctx, c, in.Repo)
-	if err != nil {
-		return err
-	}
 	p, err := s.prepareRecord(-1, repo.ActionUpdate, in.Collection, *in.RKey, in.Record, in.Validate)
 	if err != nil {
 		return err
