@@ -117,16 +117,30 @@ func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey s
 	return p, nil
 }
 
-// applyPrepared commits writes to did's repo as one commit and sequences
-// it. A nil commit means nothing changed.
-func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepared, swapCommit *cid.Cid) (*repo.Commit, error) {
-	key, err := s.signingKey(ctx, did)
+// precheck looks at the repo inside the write's transaction, before the
+// writes apply: it may adjust them, refuse them, or say there is nothing to
+// do (false). Checks of the current state made there cannot race another
+// write of the repo, and cost no second trip to the actor store.
+type precheck func(ctx context.Context, tx *sql.Tx, writes []prepared) (bool, error)
+
+// currentCID is the CID of collection/rkey as of tx, nil when absent.
+func currentCID(ctx context.Context, tx *sql.Tx, w prepared) (*cid.Cid, error) {
+	c, _, err := repo.GetRecord(ctx, tx, w.Collection, w.RKey, nil)
+	if errors.Is(err, repo.ErrRecordNotFound) {
+		return nil, nil
+	}
 	if err != nil {
 		return nil, err
 	}
-	ws := make([]repo.Write, len(writes))
-	for i, w := range writes {
-		ws[i] = w.Write
+	return &c, nil
+}
+
+// applyPrepared commits writes to did's repo as one commit and sequences
+// it. A nil commit means nothing changed.
+func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepared, swapCommit *cid.Cid, check precheck) (*repo.Commit, error) {
+	key, err := s.signingKey(ctx, did)
+	if err != nil {
+		return nil, err
 	}
 	unlock := s.repoLocks.lock(did)
 	defer unlock()
@@ -138,6 +152,15 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 		}
 		var garbage blob.Garbage
 		err = a.Write(ctx, func(tx *sql.Tx) error {
+			if check != nil {
+				if proceed, err := check(ctx, tx, writes); err != nil || !proceed {
+					return err
+				}
+			}
+			ws := make([]repo.Write, len(writes))
+			for i, w := range writes {
+				ws[i] = w.Write
+			}
 			var err error
 			commit, err = rw.Apply(ctx, tx, syntax.DID(did), key, ws, swapCommit)
 			if err != nil || commit == nil {
@@ -286,7 +309,7 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap)
+	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, nil)
 	if err != nil {
 		return err
 	}
@@ -310,23 +333,8 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	// Create or update, whichever applies; the same content again is a
-	// no-op with no commit, as the reference.
-	cur, _, err := s.currentRecord(ctx, acc.DID, p.Collection, p.RKey)
-	if err != nil {
-		return err
-	}
-	if cur == nil {
-		p.Action = repo.ActionCreate
-	}
-	switch {
-	case string(in.SwapRecord) == "null":
-		// swapRecord: null says the record must not exist yet.
-		if cur != nil {
-			return xrpc.InvalidRequest("InvalidSwap", "Record was at %s", cur)
-		}
-		p.SwapRecord = &cid.Undef
-	case len(in.SwapRecord) > 0:
+	nullSwap := string(in.SwapRecord) == "null"
+	if len(in.SwapRecord) > 0 && !nullSwap {
 		var v string
 		if err := json.Unmarshal(in.SwapRecord, &v); err != nil {
 			return xrpc.InvalidRequest("", "Invalid CID string (got %s) at $.swapRecord", in.SwapRecord)
@@ -339,31 +347,30 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var commit *repo.Commit
-	if cur == nil || !cur.Equals(newCID) {
-		if commit, err = s.applyPrepared(ctx, acc.DID, []prepared{p}, swap); err != nil {
-			return err
+	// Create or update, whichever applies; the same content again is a
+	// no-op with no commit, as the reference.
+	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, func(ctx context.Context, tx *sql.Tx, ws []prepared) (bool, error) {
+		cur, err := currentCID(ctx, tx, ws[0])
+		if err != nil {
+			return false, err
 		}
+		if nullSwap {
+			// swapRecord: null says the record must not exist yet.
+			if cur != nil {
+				return false, xrpc.InvalidRequest("InvalidSwap", "Record was at %s", cur)
+			}
+			ws[0].SwapRecord = &cid.Undef
+		}
+		if cur == nil {
+			ws[0].Action = repo.ActionCreate
+		}
+		return cur == nil || !cur.Equals(newCID), nil
+	})
+	if err != nil {
+		return err
 	}
 	xrpc.WriteJSON(w, http.StatusOK, writeOutput{URI: string(p.uri(acc.DID)), CID: newCID.String(), Commit: metaOf(commit), ValidationStatus: p.status})
 	return nil
-}
-
-// currentRecord is the CID of collection/rkey in did's repo, nil when absent.
-func (s *Server) currentRecord(ctx context.Context, did string, collection syntax.NSID, rkey syntax.RecordKey) (*cid.Cid, []byte, error) {
-	var cur *cid.Cid
-	var val []byte
-	err := s.withActor(ctx, did, func(db *store.DB) error {
-		c, v, err := repo.GetRecord(ctx, db.Reader(), collection, rkey, nil)
-		if errors.Is(err, repo.ErrRecordNotFound) {
-			return nil
-		}
-		if err == nil {
-			cur, val = &c, v
-		}
-		return err
-	})
-	return cur, val, err
 }
 
 func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
@@ -407,13 +414,12 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A record that is not there: nothing to do, and, as in the reference,
 	// no swap to check.
-	var commit *repo.Commit
-	if cur, _, err := s.currentRecord(ctx, acc.DID, p.Collection, p.RKey); err != nil {
+	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, func(ctx context.Context, tx *sql.Tx, ws []prepared) (bool, error) {
+		cur, err := currentCID(ctx, tx, ws[0])
+		return cur != nil, err
+	})
+	if err != nil {
 		return err
-	} else if cur != nil {
-		if commit, err = s.applyPrepared(ctx, acc.DID, []prepared{p}, swap); err != nil {
-			return err
-		}
 	}
 	out := struct {
 		Commit *commitMeta `json:"commit,omitempty"`
@@ -492,19 +498,22 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	for _, w := range writes {
-		if w.Action != repo.ActionDelete {
-			continue
+	commit, err := s.applyPrepared(ctx, acc.DID, writes, swap, func(ctx context.Context, tx *sql.Tx, ws []prepared) (bool, error) {
+		for _, w := range ws {
+			if w.Action != repo.ActionDelete {
+				continue
+			}
+			// The reference fails the whole batch with a 500 when it
+			// deletes a record that is not there (deleteRecord alone is a
+			// no-op).
+			if cur, err := currentCID(ctx, tx, w); err != nil {
+				return false, err
+			} else if cur == nil {
+				return false, fmt.Errorf("applyWrites: delete of a missing record %s", w.Path())
+			}
 		}
-		// The reference fails the whole batch with a 500 when it deletes a
-		// record that is not there (deleteRecord alone is a no-op).
-		if cur, _, err := s.currentRecord(ctx, acc.DID, w.Collection, w.RKey); err != nil {
-			return err
-		} else if cur == nil {
-			return fmt.Errorf("applyWrites: delete of a missing record %s", w.Path())
-		}
-	}
-	commit, err := s.applyPrepared(ctx, acc.DID, writes, swap)
+		return true, nil
+	})
 	if err != nil {
 		return err
 	}
