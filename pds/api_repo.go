@@ -535,15 +535,12 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-// repoAccount finds the repo a read names: a DID or a handle of this PDS.
-// Reads of taken-down or deactivated repos answer as the reference.
-func (s *Server) repoAccount(ctx context.Context, repoID string, notFound func(string) error) (*account.Account, error) {
-	if repoID == "" {
-		return nil, xrpc.InvalidRequest("", "Params must have the property \"repo\"")
-	}
+// repoAccount finds the repo a record read names (a DID or a handle of
+// this PDS); an unknown one is the reference's plain InvalidRequest.
+func (s *Server) repoAccount(ctx context.Context, repoID string) (*account.Account, error) {
 	acc, err := s.accounts.ByIdentifier(ctx, repoID)
 	if errors.Is(err, account.ErrNotFound) {
-		return nil, notFound(repoID)
+		return nil, xrpc.InvalidRequest("", "Could not find repo: %s", repoID)
 	}
 	return acc, err
 }
@@ -561,9 +558,7 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 		}
 	}
 	ctx := r.Context()
-	acc, err := s.repoAccount(ctx, repoID, func(id string) error {
-		return xrpc.InvalidRequest("", "Could not find repo: %s", id)
-	})
+	acc, err := s.repoAccount(ctx, repoID)
 	if err != nil {
 		return err
 	}
@@ -631,9 +626,7 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
 	}
 	reverse := q.Get("reverse") == "true"
 	ctx := r.Context()
-	acc, err := s.repoAccount(ctx, repoID, func(id string) error {
-		return xrpc.InvalidRequest("", "Could not find repo: %s", id)
-	})
+	acc, err := s.repoAccount(ctx, repoID)
 	if err != nil {
 		return err
 	}

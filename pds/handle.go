@@ -26,7 +26,9 @@ func (s *Server) normalizeHandle(raw string, forNew bool) (syntax.Handle, error)
 	lower := strings.ToLower(raw)
 	h, err := syntax.ParseHandle(lower)
 	if err != nil {
-		return "", xrpc.InvalidRequest("InvalidHandle", "%s", handleSyntaxProblem(lower))
+		// Callers check the format first (handleFormat), as the reference's
+		// lexicon does; this only keeps the function safe on its own.
+		return "", handleFormat(raw)
 	}
 	if !h.AllowedTLD() {
 		return "", xrpc.InvalidRequest("InvalidHandle", "Handle TLD is invalid or disallowed")
@@ -54,34 +56,4 @@ func (s *Server) normalizeHandle(raw string, forNew bool) (syntax.Handle, error)
 		return "", xrpc.InvalidRequest("InvalidHandle", "Handle too long")
 	}
 	return h, nil
-}
-
-// handleSyntaxProblem names the first rule an invalid handle breaks, in the
-// order the reference checks them.
-func handleSyntaxProblem(h string) string {
-	for _, r := range h {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '-') {
-			return "Disallowed characters in handle (ASCII letters, digits, dashes, periods only)"
-		}
-	}
-	if len(h) > 253 {
-		return "Handle is too long (253 chars max)"
-	}
-	labels := strings.Split(h, ".")
-	if len(labels) < 2 {
-		return "Handle domain needs at least two parts"
-	}
-	for i, l := range labels {
-		switch {
-		case l == "":
-			return "Handle parts can not be empty"
-		case len(l) > 63:
-			return "Handle part too long (max 63 chars)"
-		case strings.HasPrefix(l, "-") || strings.HasSuffix(l, "-"):
-			return "Handle parts can not start or end with hyphens"
-		case i == len(labels)-1 && !(l[0] >= 'a' && l[0] <= 'z' || l[0] >= 'A' && l[0] <= 'Z'):
-			return "Handle final component (TLD) must start with ASCII letter"
-		}
-	}
-	return "Handle didn't validate via regex"
 }
