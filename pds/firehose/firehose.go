@@ -54,6 +54,11 @@ type Handler struct {
 	conns  map[*websocket.Conn]context.CancelFunc
 	closed bool
 	wg     sync.WaitGroup
+	// A subscription counts from its request, not from when it is tracked:
+	// its client may see the upgrade answered before the handler tracks
+	// it, and a Drop in between must still end it.
+	pending int
+	drops   int // how many Drops so far
 }
 
 // New returns the subscribeRepos handler.
@@ -105,16 +110,21 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "sequencer unavailable", http.StatusInternalServerError)
 		return
 	}
+	drops := h.begin()
 	conn, err := h.up.Upgrade(w, r, nil)
 	if err != nil {
+		h.abandon()
 		return // the upgrader has answered
 	}
 	defer conn.Close()
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
-	if !h.track(conn, cancel) {
+	switch h.track(conn, cancel, drops) {
+	case trackClosed:
 		h.fail(conn, "InternalServerError", "server shutting down")
 		return
+	case trackDropped:
+		return // a Drop came while it was being upgraded
 	}
 	defer h.untrack(conn)
 	// The client sends nothing but control frames; reading them keeps
@@ -140,15 +150,45 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func (h *Handler) track(conn *websocket.Conn, cancel context.CancelFunc) bool {
+// begin counts a subscription about to be upgraded and returns the Drop
+// count it starts under.
+func (h *Handler) begin() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.closed {
-		return false
+	h.pending++
+	return h.drops
+}
+
+// abandon uncounts a subscription whose upgrade failed.
+func (h *Handler) abandon() {
+	h.mu.Lock()
+	h.pending--
+	h.mu.Unlock()
+}
+
+type trackResult int
+
+const (
+	tracked trackResult = iota
+	trackClosed
+	trackDropped
+)
+
+// track registers an upgraded subscription, unless the handler closed or
+// a Drop came since begin.
+func (h *Handler) track(conn *websocket.Conn, cancel context.CancelFunc, drops int) trackResult {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.pending--
+	switch {
+	case h.closed:
+		return trackClosed
+	case h.drops != drops:
+		return trackDropped
 	}
 	h.conns[conn] = cancel
 	h.wg.Add(1)
-	return true
+	return tracked
 }
 
 func (h *Handler) untrack(conn *websocket.Conn) {
@@ -178,11 +218,12 @@ func (h *Handler) Close() {
 func (h *Handler) Drop() int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.drops++
 	for conn, cancel := range h.conns {
 		cancel()
 		_ = conn.Close()
 	}
-	return len(h.conns)
+	return len(h.conns) + h.pending
 }
 
 type streamError struct{ name, message string }
