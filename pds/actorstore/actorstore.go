@@ -96,4 +96,9 @@ var Migrations = []string{
 		name       TEXT NOT NULL,
 		value_json TEXT NOT NULL
 	);`,
+	// 2: repo_block_rev goes. Its only reader is getRepo with since, which
+	// scans the table like getRepo without since; keeping it cost every
+	// write ~2.5 WAL pages (the deleted blocks' older revs sit apart from
+	// the new ones), 21 -> 18.5 pages a createRecord on a repo of 1,000.
+	`DROP INDEX repo_block_rev;`,
 }
