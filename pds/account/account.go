@@ -17,6 +17,7 @@ const File = "account.sqlite"
 type Manager struct {
 	db                       *store.DB
 	byDID, byHandle, byEmail lookupStmt
+	cache                    accountCache
 }
 
 // Open opens the account database in dir.
@@ -29,7 +30,8 @@ func Open(ctx context.Context, dir string, opts store.Options) (*Manager, error)
 	return &Manager{db: db}, nil
 }
 
-// DB is the underlying database.
+// DB is the underlying database, for its settings and reads: a write that
+// does not go through the Manager would leave its account cache stale.
 func (m *Manager) DB() *store.DB { return m.db }
 
 // Ping checks that the database answers a query.

@@ -45,7 +45,7 @@ func (m *Manager) SetTakedownRevoking(ctx context.Context, did, ref string) erro
 	if ref != "" {
 		v = ref
 	}
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE actor SET takedown_ref = ? WHERE did = ?`, v, did); err != nil {
 			return err
 		}
@@ -58,7 +58,7 @@ func (m *Manager) SetTakedownRevoking(ctx context.Context, did, ref string) erro
 // confirmation and deletes all its email tokens. A did without an account
 // row changes nothing; an email another account holds is ErrEmailTaken.
 func (m *Manager) SetEmailAdmin(ctx context.Context, did, email string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE account SET email = ?, email_confirmed_at = NULL WHERE did = ?`, email, did); err != nil {
 			if isUnique(err, "account.email") {
 				return ErrEmailTaken
@@ -74,7 +74,7 @@ func (m *Manager) SetEmailAdmin(ctx context.Context, did, email string) error {
 // reset token and revokes its refresh tokens. An unknown did changes
 // nothing and is not an error.
 func (m *Manager) SetPasswordAdmin(ctx context.Context, did, passwordScrypt string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		for _, q := range []struct {
 			sql  string
 			args []any
@@ -94,7 +94,7 @@ func (m *Manager) SetPasswordAdmin(ctx context.Context, did, passwordScrypt stri
 // SetInvitesDisabled sets the account's invitesDisabled flag; an unknown
 // did changes nothing.
 func (m *Manager) SetInvitesDisabled(ctx context.Context, did string, disabled bool) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `UPDATE account SET invites_disabled = ? WHERE did = ?`, disabled, did)
 		return err
 	})
@@ -103,7 +103,7 @@ func (m *Manager) SetInvitesDisabled(ctx context.Context, did string, disabled b
 // DisableInviteCodes disables the given codes and every code made for the
 // given accounts.
 func (m *Manager) DisableInviteCodes(ctx context.Context, codes, accounts []string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		if len(codes) > 0 {
 			if _, err := tx.ExecContext(ctx, `UPDATE invite_code SET disabled = 1 WHERE code IN (`+placeholders(len(codes))+`)`, anys(codes)...); err != nil {
 				return err

@@ -44,7 +44,7 @@ func NewAppPasswordSecret() string {
 // (hashed with the did-derived salt, so a login can find it by hash).
 func (m *Manager) CreateAppPassword(ctx context.Context, did, name, passwordScrypt string, privileged bool, now time.Time) (AppPassword, error) {
 	ap := AppPassword{Name: name, CreatedAt: FormatTime(now), Privileged: privileged}
-	err := m.db.Write(ctx, func(tx *sql.Tx) error {
+	err := m.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO app_password (did, name, password_scrypt, created_at, privileged) VALUES (?, ?, ?, ?, ?)`,
 			did, name, passwordScrypt, ap.CreatedAt, privileged)
 		if err != nil && strings.Contains(err.Error(), "UNIQUE constraint failed") {
@@ -76,7 +76,7 @@ func (m *Manager) ListAppPasswords(ctx context.Context, did string) ([]AppPasswo
 // RevokeAppPassword deletes did's app password name and the sessions opened
 // with it.
 func (m *Manager) RevokeAppPassword(ctx context.Context, did, name string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM app_password WHERE did = ? AND name = ?`, did, name); err != nil {
 			return err
 		}

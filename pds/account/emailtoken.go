@@ -38,7 +38,7 @@ func RandomToken() string {
 // earlier one of that purpose. Tokens are upper case, as the reference's.
 func (m *Manager) CreateEmailToken(ctx context.Context, did string, purpose Purpose, now time.Time) (string, error) {
 	token := strings.ToUpper(RandomToken())
-	err := m.db.Write(ctx, func(tx *sql.Tx) error {
+	err := m.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO email_token (purpose, did, token, requested_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (purpose, did) DO UPDATE SET token = excluded.token, requested_at = excluded.requested_at`,
 			purpose, did, token, FormatTime(now))
@@ -76,7 +76,7 @@ func (m *Manager) CheckEmailToken(ctx context.Context, did string, purpose Purpo
 
 // DeleteEmailToken removes did's token for purpose (once used).
 func (m *Manager) DeleteEmailToken(ctx context.Context, did string, purpose Purpose) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM email_token WHERE did = ? AND purpose = ?`, did, purpose)
 		return err
 	})

@@ -38,7 +38,7 @@ func NewInviteCode(hostname string) string {
 
 // CreateInviteCodes stores codes, each good for useCount accounts.
 func (m *Manager) CreateInviteCodes(ctx context.Context, codes []string, useCount int, forAccount, createdBy string, now time.Time) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		for _, c := range codes {
 			if _, err := tx.ExecContext(ctx, `INSERT INTO invite_code (code, available, for_account, created_by, created_at) VALUES (?, ?, ?, ?, ?)`,
 				c, useCount, forAccount, createdBy, FormatTime(now)); err != nil {

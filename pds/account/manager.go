@@ -115,9 +115,18 @@ func collectAccounts(rows *sql.Rows, err error) ([]*Account, error) {
 // prepared once, and no cancellable context (a one-row indexed read ends
 // sooner than modernc's context watcher starts).
 
-// ByDID finds an account by DID.
+// ByDID finds an account by DID, from memory when no write has ended since
+// it was last read (see accountCache).
 func (m *Manager) ByDID(ctx context.Context, did string) (*Account, error) {
-	return m.lookup(ctx, &m.byDID, `WHERE a.did = ?`, did)
+	if acc, ok := m.cache.get(did); ok {
+		return acc, nil
+	}
+	g := m.cache.gen.Load()
+	acc, err := m.lookup(ctx, &m.byDID, `WHERE a.did = ?`, did)
+	if err == nil {
+		m.cache.put(acc, g)
+	}
+	return acc, err
 }
 
 // ByHandle finds an account by handle (normalized to lower case).
@@ -174,7 +183,7 @@ type NewAccount struct {
 // fails with ErrHandleTaken or ErrEmailTaken and stores nothing.
 func (m *Manager) Create(ctx context.Context, n NewAccount) error {
 	now := FormatTime(n.Now)
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		var deactivated any
 		if n.Deactivated {
 			deactivated = now
@@ -229,7 +238,7 @@ func (m *Manager) SigningKey(ctx context.Context, did string) ([]byte, error) {
 // restart on a kept data dir.
 func (m *Manager) Secret(ctx context.Context, name string, make func() ([]byte, error)) ([]byte, error) {
 	var v []byte
-	err := m.db.Write(ctx, func(tx *sql.Tx) error {
+	err := m.write(ctx, func(tx *sql.Tx) error {
 		err := tx.QueryRowContext(ctx, `SELECT value FROM server_secret WHERE name = ?`, name).Scan(&v)
 		if !errors.Is(err, sql.ErrNoRows) {
 			return err
@@ -255,7 +264,7 @@ func RandomSecret(n int) func() ([]byte, error) {
 // UpdateHandle changes did's handle; ErrHandleTaken when another account
 // holds it.
 func (m *Manager) UpdateHandle(ctx context.Context, did, handle string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE actor SET handle = ? WHERE did = ?`, handle, did)
 		if err != nil {
 			if isUnique(err, "actor.handle") {
@@ -269,7 +278,7 @@ func (m *Manager) UpdateHandle(ctx context.Context, did, handle string) error {
 
 // UpdateEmail changes did's email and clears its confirmation.
 func (m *Manager) UpdateEmail(ctx context.Context, did, email string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE account SET email = ?, email_confirmed_at = NULL WHERE did = ?`, email, did)
 		if err != nil {
 			if isUnique(err, "account.email") {
@@ -289,7 +298,7 @@ func (m *Manager) ConfirmEmail(ctx context.Context, did string, now time.Time) e
 // UpdatePassword stores a new password hash and revokes every session,
 // as the reference does on a password change.
 func (m *Manager) UpdatePassword(ctx context.Context, did, passwordScrypt string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `UPDATE account SET password_scrypt = ? WHERE did = ?`, passwordScrypt, did)
 		if err != nil {
 			return err
@@ -329,7 +338,7 @@ func (m *Manager) Activate(ctx context.Context, did string) error {
 // Delete removes did and everything that hangs off it (tokens, app
 // passwords, its key, email tokens) in one transaction.
 func (m *Manager) Delete(ctx context.Context, did string) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		// Foreign keys cascade from actor. Invite codes stay, as in the
 		// reference: other accounts' invitedBy still names them.
 		res, err := tx.ExecContext(ctx, `DELETE FROM actor WHERE did = ?`, did)
@@ -341,7 +350,7 @@ func (m *Manager) Delete(ctx context.Context, did string) error {
 }
 
 func (m *Manager) exec1(ctx context.Context, q string, args ...any) error {
-	return m.db.Write(ctx, func(tx *sql.Tx) error {
+	return m.write(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, q, args...)
 		if err != nil {
 			return err

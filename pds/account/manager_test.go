@@ -103,6 +103,86 @@ func TestStatusChanges(t *testing.T) {
 	}
 }
 
+// ByDID answers from a cache; every write must show in the next read, even
+// with readers filling the cache while the write runs.
+func TestByDIDSeesEveryWrite(t *testing.T) {
+	m := newManager(t)
+	ctx := t.Context()
+	create(t, m, "did:plc:a", "alice.test", "a@example.com")
+	get := func() *account.Account {
+		t.Helper()
+		a, err := m.ByDID(ctx, "did:plc:a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		return a
+	}
+	get().Handle = "changed-by-a-caller.test"
+	if h := get().Handle; h != "alice.test" {
+		t.Fatalf("a caller's change to its copy leaked into the cache: %q", h)
+	}
+	steps := []struct {
+		write func() error
+		want  func(a *account.Account) bool
+	}{
+		{func() error { return m.UpdateHandle(ctx, "did:plc:a", "alice2.test") }, func(a *account.Account) bool { return a.Handle == "alice2.test" }},
+		{func() error { return m.UpdateEmail(ctx, "did:plc:a", "new@example.com") }, func(a *account.Account) bool { return a.Email == "new@example.com" }},
+		{func() error { return m.ConfirmEmail(ctx, "did:plc:a", t0) }, func(a *account.Account) bool { return a.EmailConfirmedAt != "" }},
+		{func() error { return m.UpdatePassword(ctx, "did:plc:a", "p:q") }, func(a *account.Account) bool { return a.PasswordScrypt == "p:q" }},
+		{func() error { return m.SetInvitesDisabled(ctx, "did:plc:a", true) }, func(a *account.Account) bool { return a.InvitesDisabled }},
+	}
+	for i, st := range steps {
+		get()
+		if err := st.write(); err != nil {
+			t.Fatal(err)
+		}
+		if a := get(); !st.want(a) {
+			t.Fatalf("step %d: read after the write: %+v", i, a)
+		}
+	}
+
+	// Readers keep the cache warm while the status flips; after each write
+	// returns, a read must see it.
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					m.ByDID(ctx, "did:plc:a")
+				}
+			}
+		})
+	}
+	for i := range 200 {
+		var err error
+		if i%2 == 0 {
+			err = m.Deactivate(ctx, "did:plc:a", t0, time.Time{})
+		} else {
+			err = m.Activate(ctx, "did:plc:a")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := get().Status(), map[bool]account.Status{true: account.StatusDeactivated, false: account.StatusActive}[i%2 == 0]; got != want {
+			close(stop)
+			wg.Wait()
+			t.Fatalf("write %d: read %s, want %s", i, got, want)
+		}
+	}
+	close(stop)
+	wg.Wait()
+	if err := m.Delete(ctx, "did:plc:a"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.ByDID(ctx, "did:plc:a"); !errors.Is(err, account.ErrNotFound) {
+		t.Fatalf("deleted account still found: %v", err)
+	}
+}
+
 func TestRefreshRotation(t *testing.T) {
 	m := newManager(t)
 	ctx := t.Context()
