@@ -68,6 +68,17 @@ func TestAccessAndRefreshTokens(t *testing.T) {
 	if _, err := tk.Verify("garbage", auth.TypeAccess); !errors.Is(err, auth.ErrMalformed) {
 		t.Errorf("garbage: %v", err)
 	}
+	// Verified tokens are remembered; a changed one is checked afresh, and
+	// a caller's change to its claims stays its own.
+	tampered := acc[:len(acc)-2] + map[bool]string{true: "AA", false: "BB"}[acc[len(acc)-2:] != "AA"]
+	if _, err := tk.Verify(tampered, auth.TypeAccess); !errors.Is(err, auth.ErrSignature) && !errors.Is(err, auth.ErrMalformed) {
+		t.Errorf("tampered token after the good one: %v", err)
+	}
+	cl, _ = tk.Verify(acc, auth.TypeAccess)
+	cl.Sub = "did:plc:someone-else"
+	if cl, _ = tk.Verify(acc, auth.TypeAccess); cl.Sub != "did:plc:abc" {
+		t.Errorf("a caller's change reached the remembered claims: %q", cl.Sub)
+	}
 	// Expiry follows the server clock.
 	c.Advance(auth.AccessTTL + time.Second)
 	if _, err := tk.Verify(acc, auth.TypeAccess); !errors.Is(err, auth.ErrExpired) {

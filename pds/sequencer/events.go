@@ -110,32 +110,28 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // time included, so the firehose sends bytes without re-encoding them.
 func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) ([]Stored, error) {
 	// Once a commit is in its actor store, its event must follow: a caller
-	// giving up must not leave the firehose with a gap. (It also spares
-	// modernc the goroutine it starts per statement to watch a context.)
+	// giving up must not leave the firehose with a gap.
 	ctx = context.WithoutCancel(ctx)
 	t := now.UTC().Format(timeFormat)
 	out := make([]Stored, 0, len(events))
+	s.mu.Lock()
+	defer s.mu.Unlock()
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
-		// The single writer makes "last seq + 1" the seq the insert
-		// below will get; AUTOINCREMENT never hands out a seq twice.
-		last, insert, err := s.stmts(ctx, tx)
-		if err != nil {
-			return err
-		}
-		var buf bytes.Buffer
+		insert := tx.StmtContext(ctx, s.insertStmt)
 		for i, e := range events {
-			seq := last + int64(i) + 1
+			// AUTOINCREMENT takes the seq given: the last one plus one.
+			seq := s.last + int64(i) + 1
 			typ, err := stamp(e, seq, t)
 			if err != nil {
 				return err
 			}
-			buf.Reset()
-			buf.Write(headers[typ])
-			if err := e.Body.MarshalCBOR(&buf); err != nil {
+			s.buf.Reset()
+			s.buf.Write(headers[typ])
+			if err := e.Body.MarshalCBOR(&s.buf); err != nil {
 				return fmt.Errorf("sequencer: encode %s: %w", typ, err)
 			}
-			frame := bytes.Clone(buf.Bytes())
+			frame := bytes.Clone(s.buf.Bytes())
 			if _, err := insert.ExecContext(ctx, seq, e.DID, typ, frame, t); err != nil {
 				return err
 			}
@@ -144,20 +140,16 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 		return nil
 	})
 	if err != nil {
+		// A failed commit may still have taken effect: read the last seq
+		// again rather than trust the count.
+		if last, rerr := s.readLast(ctx); rerr == nil {
+			s.last = last
+		}
 		return nil, err
 	}
+	s.last += int64(len(events))
 	s.wake()
 	return out, nil
-}
-
-// stmts binds the append's statements (prepared at Open on the writer
-// connection: every write of every repo appends) to tx, and reads the last
-// seq given out.
-func (s *Sequencer) stmts(ctx context.Context, tx *sql.Tx) (last int64, insert *sql.Stmt, err error) {
-	if err := tx.StmtContext(ctx, s.lastStmt).QueryRowContext(ctx).Scan(&last); err != nil {
-		return 0, nil, err
-	}
-	return last, tx.StmtContext(ctx, s.insertStmt), nil
 }
 
 // DeleteAccountEvents removes every event of did, as the reference does

@@ -4,9 +4,11 @@
 package sequencer
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"path/filepath"
+	"sync"
 
 	"github.com/fakepds/fakepds/pds/store"
 )
@@ -21,7 +23,14 @@ type Sequencer struct {
 
 	// Prepared at Open, outside any transaction: the writer pool has one
 	// connection, so preparing while a write holds it would wait forever.
-	lastStmt, insertStmt *sql.Stmt
+	insertStmt *sql.Stmt
+
+	// mu serializes Append (the single writer connection does too) and
+	// guards what it keeps between calls: the last seq given out, read
+	// once at Open instead of once a write, and its encoding buffer.
+	mu   sync.Mutex
+	last int64
+	buf  bytes.Buffer
 }
 
 // Open opens the sequencer database in dir.
@@ -32,9 +41,8 @@ func Open(ctx context.Context, dir string, opts store.Options) (*Sequencer, erro
 		return nil, err
 	}
 	s := &Sequencer{db: db}
-	w := db.Writer()
-	if s.lastStmt, err = w.PrepareContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'repo_seq'), 0)`); err == nil {
-		s.insertStmt, err = w.PrepareContext(ctx, `INSERT INTO repo_seq (seq, did, event_type, event, sequenced_at) VALUES (?, ?, ?, ?, ?)`)
+	if s.last, err = s.readLast(ctx); err == nil {
+		s.insertStmt, err = db.Writer().PrepareContext(ctx, `INSERT INTO repo_seq (seq, did, event_type, event, sequenced_at) VALUES (?, ?, ?, ?, ?)`)
 	}
 	if err != nil {
 		s.Close()
@@ -46,12 +54,18 @@ func Open(ctx context.Context, dir string, opts store.Options) (*Sequencer, erro
 // DB is the underlying database.
 func (s *Sequencer) DB() *store.DB { return s.db }
 
-// Close closes the statements and the database.
+// readLast is the last seq given out: AUTOINCREMENT's record of it, which
+// outlives the deletion of the newest events, so a seq is never reused.
+func (s *Sequencer) readLast(ctx context.Context) (int64, error) {
+	var last int64
+	err := s.db.Writer().QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'repo_seq'), 0)`).Scan(&last)
+	return last, err
+}
+
+// Close closes the statement and the database.
 func (s *Sequencer) Close() error {
-	for _, st := range []*sql.Stmt{s.lastStmt, s.insertStmt} {
-		if st != nil {
-			st.Close()
-		}
+	if s.insertStmt != nil {
+		s.insertStmt.Close()
 	}
 	return s.db.Close()
 }

@@ -78,3 +78,31 @@ func TestAppendAndRead(t *testing.T) {
 		t.Fatalf("seq after deletions %d, want 5", next[0].Seq)
 	}
 }
+
+// The last seq is kept in memory between Appends: it must come back from
+// the database on reopen, even when the newest events were deleted, and a
+// failed Append must not use one up.
+func TestSeqAcrossReopenAndFailure(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	s, err := sequencer.Open(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Append(ctx, time.Now(), sequencer.Identity("did:plc:a", ""), sequencer.Identity("did:plc:b", ""))
+	if _, err := s.Append(ctx, time.Now(), sequencer.Event{DID: "did:plc:a", Body: &comatproto.SyncSubscribeRepos_Info{}}); err == nil {
+		t.Fatal("an event of an unknown type was sequenced")
+	}
+	if err := s.DeleteAccountEvents(ctx, "did:plc:b"); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if s, err = sequencer.Open(ctx, dir, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Append(ctx, time.Now(), sequencer.Identity("did:plc:c", ""))
+	if err != nil || got[0].Seq != 3 {
+		t.Fatalf("first seq after reopen: %+v, %v; want 3", got, err)
+	}
+}
