@@ -6,34 +6,45 @@ import (
 	"sync"
 
 	"github.com/fakepds/fakepds/pds/actorstore"
+	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/store"
 )
 
 // actor is an open actor store as the cache holds it: the database and
-// the repo engine's prepared statements, made on the first write (so
-// createAccount's cold open does not pay for them, and read-only accounts
-// never do).
+// the prepared statements of repo writes (the repo engine's and the blob
+// refs'), made on the first write (so createAccount's cold open does not
+// pay for them, and read-only accounts never do).
 type actor struct {
 	*store.DB
 	once   sync.Once
 	writer *repo.Writer
+	refs   *blob.RefStmts
 	err    error
 }
 
-// repoWriter is the account's repo.Writer, prepared once per open store.
-func (a *actor) repoWriter(ctx context.Context) (*repo.Writer, error) {
-	a.once.Do(func() { a.writer, a.err = repo.NewWriter(context.WithoutCancel(ctx), a.Writer()) })
-	return a.writer, a.err
+// writeStmts are the account's repo.Writer and blob.RefStmts, prepared
+// once per open store.
+func (a *actor) writeStmts(ctx context.Context) (*repo.Writer, *blob.RefStmts, error) {
+	a.once.Do(func() {
+		ctx := context.WithoutCancel(ctx)
+		if a.writer, a.err = repo.NewWriter(ctx, a.Writer()); a.err == nil {
+			a.refs, a.err = blob.PrepareRefs(ctx, a.Writer())
+		}
+	})
+	return a.writer, a.refs, a.err
 }
 
 // Close closes the statements, then the database.
 func (a *actor) Close() error {
-	var err error
+	var errs []error
 	if a.writer != nil {
-		err = a.writer.Close()
+		errs = append(errs, a.writer.Close())
 	}
-	return errors.Join(err, a.DB.Close())
+	if a.refs != nil {
+		errs = append(errs, a.refs.Close())
+	}
+	return errors.Join(append(errs, a.DB.Close())...)
 }
 
 // actorOpener opens actor stores under dir for the cache.

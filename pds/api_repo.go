@@ -120,20 +120,9 @@ func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey s
 // precheck looks at the repo inside the write's transaction, before the
 // writes apply: it may adjust them, refuse them, or say there is nothing to
 // do (false). Checks of the current state made there cannot race another
-// write of the repo, and cost no second trip to the actor store.
-type precheck func(ctx context.Context, tx *sql.Tx, writes []prepared) (bool, error)
-
-// currentCID is the CID of collection/rkey as of tx, nil when absent.
-func currentCID(ctx context.Context, tx *sql.Tx, w prepared) (*cid.Cid, error) {
-	c, _, err := repo.GetRecord(ctx, tx, w.Collection, w.RKey, nil)
-	if errors.Is(err, repo.ErrRecordNotFound) {
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
-	}
-	return &c, nil
-}
+// write of the repo, and cost no second trip to the actor store. current
+// is the CID a write's record has as of the transaction, nil when absent.
+type precheck func(current func(w prepared) (*cid.Cid, error), writes []prepared) (bool, error)
 
 // applyPrepared commits writes to did's repo as one commit and sequences
 // it. A nil commit means nothing changed.
@@ -146,14 +135,15 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 	defer unlock()
 	var commit *repo.Commit
 	err = s.withActorStore(ctx, did, func(a *actor) error {
-		rw, err := a.repoWriter(ctx)
+		rw, refStmts, err := a.writeStmts(ctx)
 		if err != nil {
 			return err
 		}
 		var garbage blob.Garbage
 		err = a.Write(ctx, func(tx *sql.Tx) error {
 			if check != nil {
-				if proceed, err := check(ctx, tx, writes); err != nil || !proceed {
+				current := func(w prepared) (*cid.Cid, error) { return rw.Current(ctx, tx, w.Collection, w.RKey) }
+				if proceed, err := check(current, writes); err != nil || !proceed {
 					return err
 				}
 			}
@@ -166,7 +156,7 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 			if err != nil || commit == nil {
 				return err
 			}
-			garbage, err = trackBlobs(ctx, tx, did, writes)
+			garbage, err = trackBlobs(ctx, blob.NewRefs(tx, refStmts), did, writes)
 			return err
 		})
 		if err == nil {
@@ -207,8 +197,7 @@ func repoWriteError(err error) error {
 // trackBlobs keeps record_blob in step with the writes, in the write's
 // transaction: a record naming a blob never uploaded fails the whole write
 // (BlobNotFound). It returns the blobs no record references any more.
-func trackBlobs(ctx context.Context, tx *sql.Tx, did string, writes []prepared) (blob.Garbage, error) {
-	refs := blob.NewRefs(tx)
+func trackBlobs(ctx context.Context, refs *blob.Refs, did string, writes []prepared) (blob.Garbage, error) {
 	for _, w := range writes {
 		uri := string(w.uri(did))
 		if w.Action != repo.ActionCreate {
@@ -349,8 +338,8 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
 	}
 	// Create or update, whichever applies; the same content again is a
 	// no-op with no commit, as the reference.
-	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, func(ctx context.Context, tx *sql.Tx, ws []prepared) (bool, error) {
-		cur, err := currentCID(ctx, tx, ws[0])
+	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, func(current func(prepared) (*cid.Cid, error), ws []prepared) (bool, error) {
+		cur, err := current(ws[0])
 		if err != nil {
 			return false, err
 		}
@@ -414,8 +403,8 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
 	}
 	// A record that is not there: nothing to do, and, as in the reference,
 	// no swap to check.
-	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, func(ctx context.Context, tx *sql.Tx, ws []prepared) (bool, error) {
-		cur, err := currentCID(ctx, tx, ws[0])
+	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, func(current func(prepared) (*cid.Cid, error), ws []prepared) (bool, error) {
+		cur, err := current(ws[0])
 		return cur != nil, err
 	})
 	if err != nil {
@@ -498,7 +487,7 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	commit, err := s.applyPrepared(ctx, acc.DID, writes, swap, func(ctx context.Context, tx *sql.Tx, ws []prepared) (bool, error) {
+	commit, err := s.applyPrepared(ctx, acc.DID, writes, swap, func(current func(prepared) (*cid.Cid, error), ws []prepared) (bool, error) {
 		for _, w := range ws {
 			if w.Action != repo.ActionDelete {
 				continue
@@ -506,7 +495,7 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
 			// The reference fails the whole batch with a 500 when it
 			// deletes a record that is not there (deleteRecord alone is a
 			// no-op).
-			if cur, err := currentCID(ctx, tx, w); err != nil {
+			if cur, err := current(w); err != nil {
 				return false, err
 			} else if cur == nil {
 				return false, fmt.Errorf("applyWrites: delete of a missing record %s", w.Path())
@@ -704,7 +693,7 @@ func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request) error {
 // importBlobRefs records the blobs imported records reference, unchecked:
 // they are what listMissingBlobs lists until they are uploaded.
 func importBlobRefs(ctx context.Context, tx *sql.Tx, did string, ops []repo.Op) error {
-	refs := blob.NewRefs(tx)
+	refs := blob.NewRefs(tx, nil) // an import is rare: statements prepared per call
 	for _, op := range ops {
 		uri := "at://" + did + "/" + op.Path
 		if err := refs.Dissociate(ctx, uri); err != nil {

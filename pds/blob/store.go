@@ -307,7 +307,7 @@ func track(ctx context.Context, tx *sql.Tx, ref atdata.Blob, referenced bool, no
 	if err != nil || !referenced {
 		return err
 	}
-	return makePermanent(ctx, tx, ref)
+	return NewRefs(tx, nil).makePermanent(ctx, ref)
 }
 
 // newTempKey is what marks a blob temporary. The reference names its

@@ -27,6 +27,7 @@ type fixture struct {
 	db    *store.DB
 	blobs *blob.Store
 	dir   string
+	stmts *blob.RefStmts // what the server's writes use
 }
 
 func newFixture(t *testing.T, fsync bool) *fixture {
@@ -36,8 +37,12 @@ func newFixture(t *testing.T, fsync bool) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { db.Close() })
-	return &fixture{t: t, db: db, blobs: blob.New(filepath.Join(dir, "blobs"), fsync), dir: dir}
+	stmts, err := blob.PrepareRefs(t.Context(), db.Writer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stmts.Close(); db.Close() })
+	return &fixture{t: t, db: db, blobs: blob.New(filepath.Join(dir, "blobs"), fsync), dir: dir, stmts: stmts}
 }
 
 var now = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -57,7 +62,7 @@ func (f *fixture) write(fn func(ctx context.Context, r *blob.Refs) error) (blob.
 	ctx := f.t.Context()
 	var g blob.Garbage
 	err := f.db.Write(ctx, func(tx *sql.Tx) error {
-		r := blob.NewRefs(tx)
+		r := blob.NewRefs(tx, f.stmts)
 		if err := fn(ctx, r); err != nil {
 			return err
 		}
@@ -245,7 +250,7 @@ func TestSweepSparesReupload(t *testing.T) {
 	f.mustWrite(func(ctx context.Context, r *blob.Refs) error { return r.Associate(ctx, uri1, []atdata.Blob{a}) })
 	var g blob.Garbage
 	err := f.db.Write(t.Context(), func(tx *sql.Tx) error {
-		r := blob.NewRefs(tx)
+		r := blob.NewRefs(tx, nil) // statements prepared per call, as importRepo's
 		if err := r.Dissociate(t.Context(), uri1); err != nil {
 			return err
 		}

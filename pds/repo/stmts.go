@@ -29,6 +29,7 @@ const (
 	stmtPutRecord
 	stmtDelRecord
 	stmtSetRoot
+	stmtCurrent
 	numStmts
 )
 
@@ -50,6 +51,9 @@ var stmtSQL = [numStmts]string{
 		ON CONFLICT (collection, rkey) DO UPDATE SET cid = excluded.cid, repo_rev = excluded.repo_rev`,
 	stmtDelRecord: `DELETE FROM record WHERE collection = ? AND rkey = ?`,
 	stmtSetRoot:   `UPDATE repo_root SET cid = ?, rev = ?, data = ? WHERE id = 1`,
+	// What GetRecord finds, without the content.
+	stmtCurrent: `SELECT r.cid FROM record r JOIN repo_block b ON b.cid = r.cid
+		WHERE r.collection = ? AND r.rkey = ? AND r.takedown_ref IS NULL`,
 }
 
 // Writer applies writes to the repos of one actor store with statements
@@ -91,6 +95,29 @@ func (w *Writer) Close() error {
 // Writer prepares them per call.
 func (w *Writer) Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid) (*Commit, error) {
 	return apply(ctx, newTxStmts(ctx, tx, w), did, key, writes, swapCommit)
+}
+
+// Current is the CID of the record collection/rkey as GetRecord finds it
+// in tx, nil when there is none: what a write checks before it applies,
+// with a statement prepared once (preparing this join was ~50 µs).
+func (w *Writer) Current(ctx context.Context, tx *sql.Tx, collection syntax.NSID, rkey syntax.RecordKey) (*cid.Cid, error) {
+	st, err := newTxStmts(ctx, tx, w).stmt(stmtCurrent)
+	if err != nil {
+		return nil, err
+	}
+	var b []byte
+	err = st.QueryRowContext(context.WithoutCancel(ctx), collection.String(), rkey.String()).Scan(&b)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("repo: current record: %w", err)
+	}
+	c, err := cid.Cast(b)
+	if err != nil {
+		return nil, fmt.Errorf("repo: current record: %w", err)
+	}
+	return &c, nil
 }
 
 // newTxStmts binds statements to tx. They run without ctx's cancellation:
