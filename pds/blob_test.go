@@ -97,7 +97,7 @@ func reference(t *testing.T, s *pds.Server, did string, fn func(ctx context.Cont
 	}
 	defer db.Close()
 	if err := db.Write(ctx, func(tx *sql.Tx) error {
-		r := blob.NewRefs(tx)
+		r := blob.NewRefs(tx, nil)
 		if err := fn(ctx, r); err != nil {
 			return err
 		}
@@ -439,7 +439,7 @@ func BenchmarkGetBlob(b *testing.B) {
 		b.Fatal(err)
 	}
 	if err := db.Write(ctx, func(tx *sql.Tx) error {
-		return blob.NewRefs(tx).Associate(ctx, "at://"+a.Did+"/app.bsky.feed.post/1", []atdata.Blob{ref})
+		return blob.NewRefs(tx, nil).Associate(ctx, "at://"+a.Did+"/app.bsky.feed.post/1", []atdata.Blob{ref})
 	}); err != nil {
 		b.Fatal(err)
 	}
