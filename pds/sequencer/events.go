@@ -113,6 +113,7 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 	// giving up must not leave the firehose with a gap.
 	ctx = context.WithoutCancel(ctx)
 	t := now.UTC().Format(timeFormat)
+	now = now.UTC().Truncate(time.Millisecond) // as stored, so memory and database agree
 	out := make([]Stored, 0, len(events))
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -148,6 +149,7 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 		return nil, err
 	}
 	s.last += int64(len(events))
+	s.tail.add(out)
 	s.wake()
 	return out, nil
 }
@@ -155,6 +157,7 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 // DeleteAccountEvents removes every event of did, as the reference does
 // when an account is deleted (before it sequences the #account deleted).
 func (s *Sequencer) DeleteAccountEvents(ctx context.Context, did string) error {
+	defer s.tail.reset()
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM repo_seq WHERE did = ?`, did)
 		return err
@@ -165,6 +168,7 @@ func (s *Sequencer) DeleteAccountEvents(ctx context.Context, did string) error {
 // keep: an account's deletion sequences #account deleted, then forgets the
 // rest of its history, as the reference does.
 func (s *Sequencer) DeleteAccountEventsBefore(ctx context.Context, did string, keep int64) error {
+	defer s.tail.reset()
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM repo_seq WHERE did = ? AND seq != ?`, did, keep)
 		return err
@@ -173,6 +177,9 @@ func (s *Sequencer) DeleteAccountEventsBefore(ctx context.Context, did string, k
 
 // Head is the newest seq, 0 when there is none.
 func (s *Sequencer) Head(ctx context.Context) (int64, error) {
+	if seq, ok := s.tail.head(); ok {
+		return seq, nil
+	}
 	var seq int64
 	err := s.db.Reader().QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM repo_seq`).Scan(&seq)
 	return seq, err
@@ -187,8 +194,12 @@ func (s *Sequencer) LastBefore(ctx context.Context, t time.Time) (int64, error) 
 	return seq, err
 }
 
-// After returns up to limit events with seq > after, oldest first.
+// After returns up to limit events with seq > after, oldest first: from
+// memory when they are among the newest (see tail), else from the database.
 func (s *Sequencer) After(ctx context.Context, after int64, limit int) ([]Stored, error) {
+	if evs, ok := s.tail.after(after, limit); ok {
+		return evs, nil
+	}
 	rows, err := s.db.Reader().QueryContext(ctx, `SELECT seq, did, event_type, event, sequenced_at FROM repo_seq
 		WHERE seq > ? AND invalidated = 0 ORDER BY seq LIMIT ?`, after, limit)
 	if err != nil {

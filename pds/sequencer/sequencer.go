@@ -18,8 +18,9 @@ const File = "sequencer.sqlite"
 
 // Sequencer owns the event log.
 type Sequencer struct {
-	db *store.DB
-	n  notifier
+	db   *store.DB
+	n    notifier
+	tail tail
 
 	// Prepared at Open, outside any transaction: the writer pool has one
 	// connection, so preparing while a write holds it would wait forever.

@@ -106,3 +106,63 @@ func TestSeqAcrossReopenAndFailure(t *testing.T) {
 		t.Fatalf("first seq after reopen: %+v, %v; want 3", got, err)
 	}
 }
+
+// The newest events are served from memory: After and Head must answer
+// exactly what the database holds, across the tail's edge, after it
+// wraps, and after a deletion.
+func TestTailMatchesDatabase(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	s, err := sequencer.Open(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 123456789, time.UTC)
+	for i := range 1400 {
+		did := []string{"did:plc:a", "did:plc:b"}[i%2]
+		if _, err := s.Append(ctx, t0, sequencer.Identity(did, ""), sequencer.Account(did, "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	check := func(when string) {
+		t.Helper()
+		// A second Sequencer on the same files has nothing in memory: it
+		// answers from the database.
+		db, err := sequencer.Open(ctx, dir, store.Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		h1, _ := s.Head(ctx)
+		h2, _ := db.Head(ctx)
+		if h1 != h2 {
+			t.Fatalf("%s: Head %d, database %d", when, h1, h2)
+		}
+		for _, after := range []int64{0, 1000, 1700, 1710, 2000, 2300, 2799, 2800, 2801} {
+			for _, limit := range []int{1, 7, 500} {
+				got, err1 := s.After(ctx, after, limit)
+				want, err2 := db.After(ctx, after, limit)
+				if err1 != nil || err2 != nil {
+					t.Fatal(err1, err2)
+				}
+				if len(got) != len(want) {
+					t.Fatalf("%s: After(%d, %d): %d events, database %d", when, after, limit, len(got), len(want))
+				}
+				for i := range got {
+					if got[i].Seq != want[i].Seq || got[i].DID != want[i].DID || got[i].Type != want[i].Type ||
+						!got[i].Time.Equal(want[i].Time) || !bytes.Equal(got[i].Frame, want[i].Frame) {
+						t.Fatalf("%s: After(%d, %d)[%d] = %+v, database %+v", when, after, limit, i, got[i].Seq, want[i].Seq)
+					}
+				}
+			}
+		}
+	}
+	check("after 2,800 appends")
+	if err := s.DeleteAccountEvents(ctx, "did:plc:b"); err != nil {
+		t.Fatal(err)
+	}
+	check("after a deletion")
+	s.Append(ctx, t0, sequencer.Identity("did:plc:c", ""))
+	check("after a deletion and an append")
+}
