@@ -10,11 +10,16 @@ import (
 	"github.com/ipfs/go-cid"
 )
 
+// The reads in this file are each one short statement, run without ctx's
+// cancellation: modernc watches a cancellable context with a goroutine per
+// statement, ~5% of a listRecords call. (ExportCAR and GetBlocks, which can
+// run long, keep it.)
+
 // Head is the repo's current commit and rev (sync.getLatestCommit).
 func Head(ctx context.Context, q Querier) (cid.Cid, string, error) {
 	var cc []byte
 	var rev string
-	err := q.QueryRowContext(ctx, `SELECT cid, rev FROM repo_root WHERE id = 1`).Scan(&cc, &rev)
+	err := q.QueryRowContext(context.WithoutCancel(ctx), `SELECT cid, rev FROM repo_root WHERE id = 1`).Scan(&cc, &rev)
 	if errors.Is(err, sql.ErrNoRows) {
 		return cid.Undef, "", ErrRepoNotFound
 	}
@@ -33,7 +38,7 @@ func Head(ctx context.Context, q Querier) (cid.Cid, string, error) {
 // taken down, is ErrRecordNotFound.
 func GetRecord(ctx context.Context, q Querier, collection syntax.NSID, rkey syntax.RecordKey, want *cid.Cid) (cid.Cid, []byte, error) {
 	var cc, content []byte
-	err := q.QueryRowContext(ctx, `SELECT r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
+	err := q.QueryRowContext(context.WithoutCancel(ctx), `SELECT r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
 		WHERE r.collection = ? AND r.rkey = ? AND r.takedown_ref IS NULL`,
 		collection.String(), rkey.String()).Scan(&cc, &content)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -82,7 +87,7 @@ func ListRecords(ctx context.Context, q Querier, collection syntax.NSID, limit i
 		query += ` ORDER BY r.rkey DESC LIMIT ?`
 	}
 	args = append(args, limit)
-	rows, err := q.QueryContext(ctx, query, args...)
+	rows, err := q.QueryContext(context.WithoutCancel(ctx), query, args...)
 	if err != nil {
 		return nil, "", fmt.Errorf("repo: list records: %w", err)
 	}
@@ -115,7 +120,7 @@ func ListRecords(ctx context.Context, q Querier, collection syntax.NSID, limit i
 // (describeRepo). It hops from one collection to the next through the
 // (collection, rkey) key instead of reading every record.
 func Collections(ctx context.Context, q Querier) ([]string, error) {
-	rows, err := q.QueryContext(ctx, `WITH RECURSIVE c(name) AS (
+	rows, err := q.QueryContext(context.WithoutCancel(ctx), `WITH RECURSIVE c(name) AS (
 			SELECT min(collection) FROM record
 			UNION ALL
 			SELECT (SELECT min(collection) FROM record WHERE collection > c.name) FROM c WHERE c.name IS NOT NULL
