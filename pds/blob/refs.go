@@ -7,6 +7,8 @@ import (
 	"fmt"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
+
+	"github.com/fakepds/fakepds/pds/store"
 )
 
 // Errors of a record's blob refs, which the PDS answers with the
@@ -72,34 +74,21 @@ var refSQL = [numRefStmts]string{
 // RefStmts are the statements of Refs prepared on an actor store's writer
 // connection, for every write to bind to its transaction.
 type RefStmts struct {
-	st [numRefStmts]*sql.Stmt
+	st store.Prepared // by refStmt
 }
 
 // PrepareRefs prepares them on writer (store.DB.Writer), while no
 // transaction holds its one connection.
 func PrepareRefs(ctx context.Context, writer *sql.DB) (*RefStmts, error) {
-	s := &RefStmts{}
-	for i, q := range refSQL {
-		st, err := writer.PrepareContext(ctx, q)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("blob: prepare: %w", err)
-		}
-		s.st[i] = st
+	st, err := store.Prepare(ctx, writer, refSQL[:]...)
+	if err != nil {
+		return nil, fmt.Errorf("blob: %w", err)
 	}
-	return s, nil
+	return &RefStmts{st: st}, nil
 }
 
 // Close releases the statements; close it before the database.
-func (s *RefStmts) Close() error {
-	var errs []error
-	for _, st := range s.st {
-		if st != nil {
-			errs = append(errs, st.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
+func (s *RefStmts) Close() error { return s.st.Close() }
 
 // Statements run detached from ctx's cancellation: they are short, and
 // modernc would watch a cancellable ctx with a goroutine per statement.

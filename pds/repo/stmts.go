@@ -10,6 +10,8 @@ import (
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
+
+	"github.com/fakepds/fakepds/pds/store"
 )
 
 // A write runs the same handful of statements every time, and parsing them
@@ -61,35 +63,22 @@ var stmtSQL = [numStmts]string{
 // binds them to its transaction. The package-level Apply does the same
 // work preparing them per call.
 type Writer struct {
-	stmts [numStmts]*sql.Stmt
+	stmts store.Prepared // by stmtID
 }
 
 // NewWriter prepares the statements on writer, the actor store's writer
 // pool (one connection). Call it when no transaction holds that
 // connection, such as right after store.Open: preparing needs it.
 func NewWriter(ctx context.Context, writer *sql.DB) (*Writer, error) {
-	w := &Writer{}
-	for i, q := range stmtSQL {
-		st, err := writer.PrepareContext(ctx, q)
-		if err != nil {
-			w.Close()
-			return nil, fmt.Errorf("repo: prepare: %w", err)
-		}
-		w.stmts[i] = st
+	stmts, err := store.Prepare(ctx, writer, stmtSQL[:]...)
+	if err != nil {
+		return nil, fmt.Errorf("repo: %w", err)
 	}
-	return w, nil
+	return &Writer{stmts: stmts}, nil
 }
 
 // Close releases the statements; close it before the database.
-func (w *Writer) Close() error {
-	var errs []error
-	for _, st := range w.stmts {
-		if st != nil {
-			errs = append(errs, st.Close())
-		}
-	}
-	return errors.Join(errs...)
-}
+func (w *Writer) Close() error { return w.stmts.Close() }
 
 // Apply is the package-level Apply with the Writer's statements. A nil
 // Writer prepares them per call.

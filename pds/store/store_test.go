@@ -323,3 +323,30 @@ func TestWALStaysBounded(t *testing.T) {
 		t.Fatalf("-wal file reached %d bytes, over the bound %d", peak, walBound)
 	}
 }
+
+func TestPrepare(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "p.sqlite"), store.Options{})
+	ctx := t.Context()
+	p, err := store.Prepare(ctx, db.Writer(), `INSERT INTO kv (k, v) VALUES (?, ?)`, `SELECT v FROM kv WHERE k = ?`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.StmtContext(ctx, p[0]).ExecContext(ctx, "a", []byte("1"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v []byte
+	if err := p[1].QueryRowContext(ctx, "a").Scan(&v); err != nil || string(v) != "1" {
+		t.Fatalf("read back %q, %v", v, err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
+	}
+	// A bad statement fails the whole list, naming itself; none stays open.
+	if _, err := store.Prepare(ctx, db.Writer(), `SELECT 1`, `SELECT nope FROM nowhere`); err == nil || !strings.Contains(err.Error(), "nowhere") {
+		t.Fatalf("bad statement: %v", err)
+	}
+}
