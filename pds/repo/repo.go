@@ -248,7 +248,7 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 		return nil, ErrTooManyWrites
 	}
 	src := &nodeSource{st: st}
-	head, err := src.head()
+	head, err := src.headRow()
 	if err != nil {
 		return nil, err
 	}
@@ -257,6 +257,14 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 	}
 	if swapCommit != nil && !swapCommit.Equals(head.cid) {
 		return nil, &SwapError{Current: &head.cid}
+	}
+	// The old tree's nodes in memory before any write: those the Writer
+	// kept from its last commit, then those hydrate loads (src.loaded).
+	old := map[cid.Cid]struct{}{}
+	if head.root = st.w.take(head.cid); head.root != nil {
+		liveNodes(head.root, old)
+	} else if head.root, err = src.node(head.data, -1); err != nil {
+		return nil, err
 	}
 	tree := mst.Tree{Root: head.root}
 
@@ -377,7 +385,6 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 	if err != nil {
 		return nil, fmt.Errorf("repo: %w", err)
 	}
-	src.cacheNew(tree.Root, diff.blocks)
 	rev := nextRev(head.rev)
 	cc, commitBlock, err := signCommit(did, key, *data, rev)
 	if err != nil {
@@ -404,14 +411,17 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 		return nil, err
 	}
 
-	// Dead blocks: nodes loaded from the old tree that the new one no
+	// Dead blocks: nodes of the old tree in memory that the new one no
 	// longer holds (MST node CIDs are unique within a tree: a node is
 	// identified by its keys), the old commit, and the records replaced
 	// unless another record still points at the same block.
-	live := make(map[cid.Cid]struct{}, len(diff.blocks)+len(src.loaded))
+	for _, c := range src.loaded {
+		old[c] = struct{}{}
+	}
+	live := make(map[cid.Cid]struct{}, len(diff.blocks)+len(old))
 	liveNodes(tree.Root, live)
 	dead := []cid.Cid{head.cid}
-	for _, c := range src.loaded {
+	for c := range old {
 		if _, ok := live[c]; !ok {
 			dead = append(dead, c)
 		}
@@ -425,7 +435,7 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 	bw := newBatch(rev)
 	bw.add(cc, commitBlock)
 	for _, b := range diff.blocks {
-		if !src.wasLoaded(b.cid) {
+		if _, stored := old[b.cid]; !stored { // a proof node, unchanged
 			bw.add(b.cid, b.data)
 		}
 	}
@@ -448,6 +458,13 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 	}
 	if err := st.exec(stmtSetRoot, cc.Bytes(), rev, data.Bytes()); err != nil {
 		return nil, fmt.Errorf("repo: set root: %w", err)
+	}
+	// The next write starts from this tree if it is small; if not, or
+	// without a Writer, the node cache keeps the new nodes instead.
+	if st.w != nil && len(live) <= maxKeptNodes {
+		st.w.keep(cc, tree.Root)
+	} else {
+		src.cacheNew(tree.Root, diff.blocks)
 	}
 	return c, nil
 }

@@ -548,3 +548,42 @@ func TestSamePathTwice(t *testing.T) {
 		t.Fatalf("records %v", got)
 	}
 }
+
+// A Writer keeps the tree of its last commit and the next write starts
+// from it: a long run of posts at the right edge (TID keys), with updates
+// and deletes of recent ones, must leave exactly the live blocks, as a
+// store written without a kept tree would.
+func TestKeptTree(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "").withWriter()
+	clock := syntax.NewTIDClock(0)
+	var recent []string
+	for i := range 400 {
+		rkey := clock.Next().String()
+		writes := []repo.Write{create(t, rkey, fmt.Sprint("post ", i))}
+		switch {
+		case i%7 == 3 && len(recent) > 2:
+			writes = append(writes, update(t, recent[len(recent)-2], fmt.Sprint("edited ", i)))
+		case i%11 == 5 && len(recent) > 3:
+			writes = append(writes, del(recent[len(recent)-3]))
+			recent = append(recent[:len(recent)-3], recent[len(recent)-2:]...)
+		}
+		recent = append(recent, rkey)
+		f.mustApply(writes...)
+		if i%100 == 99 {
+			f.checkRepo()
+		}
+	}
+	// A write the Writer did not make (the package-level Apply) moves the
+	// head: the kept tree no longer matches and is not used.
+	w := f.w
+	f.w = nil
+	if _, err := f.apply([]repo.Write{create(t, clock.Next().String(), "without the writer")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.w = w
+	if _, err := f.apply([]repo.Write{create(t, clock.Next().String(), "with it again")}, nil); err != nil {
+		t.Fatal(err)
+	}
+	f.checkRepo()
+}

@@ -6,8 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 
@@ -64,6 +66,52 @@ var stmtSQL = [numStmts]string{
 // work preparing them per call.
 type Writer struct {
 	stmts store.Prepared // by stmtID
+
+	// The MST of the last commit this Writer made, as it stood in memory
+	// after that write (see kept).
+	mu   sync.Mutex
+	kept *keptTree
+}
+
+// keptTree is a repo's MST after a write: clean (every node's CID known),
+// holding the nodes on the paths written so far. The next write, when the
+// repo's head is still this commit, starts from it instead of loading and
+// decoding the root and the write's path again (for TID keys, the same
+// right edge every time).
+type keptTree struct {
+	commit cid.Cid
+	root   *mst.Node
+}
+
+// maxKeptNodes bounds a kept tree: writes spread over the key space would
+// hydrate ever more of it, and every write walks what is in memory.
+const maxKeptNodes = 64
+
+// take hands over the kept tree if it is the one of commit, else nil; the
+// caller mutates it, so it is no longer kept either way.
+func (w *Writer) take(commit cid.Cid) *mst.Node {
+	if w == nil {
+		return nil
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	k := w.kept
+	w.kept = nil
+	if k == nil || !k.commit.Equals(commit) {
+		return nil
+	}
+	return k.root
+}
+
+// keep holds root, the tree of commit, for the next write. A commit that
+// is then rolled back leaves a tree no head will match.
+func (w *Writer) keep(commit cid.Cid, root *mst.Node) {
+	if w == nil {
+		return
+	}
+	w.mu.Lock()
+	w.kept = &keptTree{commit: commit, root: root}
+	w.mu.Unlock()
 }
 
 // NewWriter prepares the statements on writer, the actor store's writer

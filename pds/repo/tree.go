@@ -76,6 +76,18 @@ type nodeSource struct {
 
 // head reads the repo root and loads its MST root node.
 func (s *nodeSource) head() (*head, error) {
+	h, err := s.headRow()
+	if err != nil {
+		return nil, err
+	}
+	if h.root, err = s.node(h.data, -1); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// headRow reads the repo root, without loading the MST root node.
+func (s *nodeSource) headRow() (*head, error) {
 	var h head
 	var cc, data []byte
 	st, err := s.st.stmt(stmtHead)
@@ -94,9 +106,6 @@ func (s *nodeSource) head() (*head, error) {
 	}
 	if h.data, err = cid.Cast(data); err != nil {
 		return nil, fmt.Errorf("repo: root data cid: %w", err)
-	}
-	if h.root, err = s.node(h.data, -1); err != nil {
-		return nil, err
 	}
 	return &h, nil
 }
