@@ -304,10 +304,19 @@ func writeRecords(st *txStmts, ops []Op, rev string) error {
 // deleteBlocks deletes the dead blocks, and the replaced record blocks no
 // record points at any more.
 func deleteBlocks(st *txStmts, dead, replaced []cid.Cid) error {
-	for _, c := range dead {
-		if err := st.exec(stmtDelBlock, c.Bytes()); err != nil {
+	args := make([]any, delRows)
+	for rest := dead; len(rest) > 0; {
+		n := min(len(rest), delRows)
+		for i := range delRows {
+			args[i] = nil // NULL matches no row
+			if i < n {
+				args[i] = rest[i].Bytes()
+			}
+		}
+		if err := st.exec(stmtDelBlock, args...); err != nil {
 			return fmt.Errorf("repo: delete blocks: %w", err)
 		}
+		rest = rest[n:]
 	}
 	for _, c := range replaced {
 		if err := st.exec(stmtDelReplaced, c.Bytes()); err != nil {
