@@ -10,6 +10,7 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/fakepds/fakepds/internal/fsname"
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/store"
@@ -24,7 +25,7 @@ const benchRecords = 1000
 func benchFixture(b *testing.B, fsync bool) (*fixture, []syntax.RecordKey) {
 	b.Helper()
 	dir := b.TempDir()
-	b.Logf("data dir %s on %s", dir, fsName(dir))
+	b.Logf("data dir %s on %s", dir, fsname.Of(dir))
 	f := newFixture(b, dir)
 	if fsync {
 		f.db.Close()
@@ -133,24 +134,4 @@ func BenchmarkExportCAR(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
-}
-
-func fsName(dir string) string {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return "unknown filesystem"
-	}
-	switch st.Type {
-	case 0x01021994:
-		return "tmpfs (fsync is free here: numbers will not show the toggle)"
-	case 0xEF53:
-		return "ext4"
-	case 0x58465342:
-		return "xfs"
-	case 0x9123683E:
-		return "btrfs"
-	case 0x794c7630:
-		return "overlayfs"
-	}
-	return fmt.Sprintf("filesystem type %#x", st.Type)
 }

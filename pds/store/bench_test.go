@@ -5,9 +5,9 @@ import (
 	"fmt"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 
+	"github.com/fakepds/fakepds/internal/fsname"
 	"github.com/fakepds/fakepds/pds/store"
 )
 
@@ -19,7 +19,7 @@ func BenchmarkCommit(b *testing.B) {
 	for _, fsync := range []bool{false, true} {
 		b.Run(fmt.Sprintf("fsync=%v", fsync), func(b *testing.B) {
 			dir := b.TempDir()
-			b.Logf("data dir %s on %s", dir, fsName(dir))
+			b.Logf("data dir %s on %s", dir, fsname.Of(dir))
 			db := open(b, filepath.Join(dir, "bench.sqlite"), store.Options{Fsync: fsync})
 			ctx := b.Context()
 			val := make([]byte, 200)
@@ -41,24 +41,4 @@ func BenchmarkCommit(b *testing.B) {
 			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "commits/s")
 		})
 	}
-}
-
-func fsName(dir string) string {
-	var st syscall.Statfs_t
-	if err := syscall.Statfs(dir, &st); err != nil {
-		return "unknown filesystem"
-	}
-	switch st.Type {
-	case 0x01021994:
-		return "tmpfs (fsync is free here: numbers will not show the toggle)"
-	case 0xEF53:
-		return "ext4"
-	case 0x58465342:
-		return "xfs"
-	case 0x9123683E:
-		return "btrfs"
-	case 0x794c7630:
-		return "overlayfs"
-	}
-	return fmt.Sprintf("filesystem type %#x", st.Type)
 }
