@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
+	"github.com/fakepds/fakepds/internal/strace"
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/store"
@@ -19,7 +19,6 @@ import (
 const (
 	childDirEnv   = "FAKEPDS_BLOB_FSYNC_CHILD_DIR"
 	childFsyncEnv = "FAKEPDS_BLOB_FSYNC_CHILD_FSYNC"
-	requireStrace = "FAKEPDS_REQUIRE_STRACE"
 	childUploads  = 20
 )
 
@@ -28,33 +27,11 @@ const (
 // names the file of every fsync/fdatasync. Off, no blob path is synced
 // (nor anything else); on, every upload syncs its file and its directory.
 func TestBlobFsyncSyscalls(t *testing.T) {
-	straceBin, err := exec.LookPath("strace")
-	if err != nil {
-		const why = "strace is not installed (apt-get install strace), so the syscall proof cannot run"
-		if os.Getenv(requireStrace) == "1" {
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
 	for _, fsync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fsync=%v", fsync), func(t *testing.T) {
 			dir := t.TempDir()
-			out := filepath.Join(dir, "strace.txt")
-			cmd := exec.CommandContext(t.Context(), straceBin, "-f", "-y", "-o", out,
-				"-e", "trace=fsync,fdatasync",
-				os.Args[0], "-test.run=^TestBlobFsyncChild$", "-test.v")
-			cmd.Env = append(os.Environ(), childDirEnv+"="+dir, childFsyncEnv+"="+fmt.Sprint(fsync))
-			log, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("child under strace: %v\n%s", err, log)
-			}
-			if !bytes.Contains(log, []byte(fmt.Sprintf("uploaded %d", childUploads))) {
-				t.Fatalf("child did not report its uploads:\n%s", log)
-			}
-			report, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			report := strace.Child(t, []string{"-y"}, "fsync,fdatasync", "TestBlobFsyncChild",
+				[]string{childDirEnv + "=" + dir, childFsyncEnv + "=" + fmt.Sprint(fsync)}, fmt.Sprintf("uploaded %d", childUploads))
 			blobDir := filepath.Join(dir, "blobs")
 			var all, files, dirs int
 			sc := bufio.NewScanner(bytes.NewReader(report))

@@ -5,12 +5,12 @@ import (
 	"bytes"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/fakepds/fakepds/internal/strace"
 	"github.com/fakepds/fakepds/pds/env"
 	"github.com/fakepds/fakepds/pds/store"
 )
@@ -20,23 +20,11 @@ const childEnv = "FAKEPDS_STORE_FSYNC_CHILD_DIR"
 
 const childCommits = 200
 
-// requireStrace turns the skip for a missing strace into a failure.
-const requireStrace = "FAKEPDS_REQUIRE_STRACE"
-
 // TestFsyncSyscalls proves the HARNESS_PDS_FSYNC toggle where it matters, at
 // the system call level: N commits through the store in a child process
 // under strace make no fsync or fdatasync with the toggle off, and at least
 // N with it on.
 func TestFsyncSyscalls(t *testing.T) {
-	straceBin, err := exec.LookPath("strace")
-	if err != nil {
-		const why = "strace is not installed (apt-get install strace; .ci/run installs it), so the syscall proof cannot run"
-		if os.Getenv(requireStrace) == "1" {
-			// CI sets this: there the proof must run, not skip.
-			t.Fatal(why)
-		}
-		t.Skip(why)
-	}
 	for _, tc := range []struct {
 		value   string
 		atLeast int
@@ -47,23 +35,8 @@ func TestFsyncSyscalls(t *testing.T) {
 		{value: "1", atLeast: childCommits, atMost: -1},
 	} {
 		t.Run("HARNESS_PDS_FSYNC="+tc.value, func(t *testing.T) {
-			dir := t.TempDir()
-			out := filepath.Join(dir, "strace.txt")
-			cmd := exec.CommandContext(t.Context(), straceBin, "-f", "-c", "-o", out,
-				"-e", "trace=fsync,fdatasync",
-				os.Args[0], "-test.run=^TestFsyncChild$", "-test.v")
-			cmd.Env = append(os.Environ(), childEnv+"="+dir, env.Fsync+"="+tc.value)
-			log, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("child under strace: %v\n%s", err, log)
-			}
-			if !bytes.Contains(log, []byte(fmt.Sprintf("committed %d", childCommits))) {
-				t.Fatalf("child did not report its commits:\n%s", log)
-			}
-			report, err := os.ReadFile(out)
-			if err != nil {
-				t.Fatal(err)
-			}
+			report := strace.Child(t, []string{"-c"}, "fsync,fdatasync", "TestFsyncChild",
+				[]string{childEnv + "=" + t.TempDir(), env.Fsync + "=" + tc.value}, fmt.Sprintf("committed %d", childCommits))
 			n, err := syncCalls(report)
 			if err != nil {
 				t.Fatal(err)
