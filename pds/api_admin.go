@@ -336,10 +336,7 @@ func parseStatusAttr(in *lexObject, key string) (*statusAttr, json.RawMessage, e
 }
 
 func (s *Server) adminUpdateSubjectStatus(w http.ResponseWriter, r *http.Request) error {
-	if err := s.moderator(r, nsidUpdateSubjectStatus); err != nil {
-		return err
-	}
-	in, err := decodeLexInput(r)
+	in, err := adminInput(r, s.moderator(r, nsidUpdateSubjectStatus))
 	if err != nil {
 		return err
 	}
@@ -637,10 +634,7 @@ func (s *Server) blobStatus(ctx context.Context, did, c string) (*subjectStatusO
 // ---------------------------------------------------------------- account overrides
 
 func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request) error {
-	if err := s.admin(r); err != nil {
-		return err
-	}
-	in, err := decodeLexInput(r)
+	in, err := adminInput(r, s.admin(r))
 	if err != nil {
 		return err
 	}
@@ -661,10 +655,7 @@ func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request
 }
 
 func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request) error {
-	if err := s.admin(r); err != nil {
-		return err
-	}
-	in, err := decodeLexInput(r)
+	in, err := adminInput(r, s.admin(r))
 	if err != nil {
 		return err
 	}
@@ -706,10 +697,7 @@ func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request)
 func jsLength(s string) int { return len(utf16.Encode([]rune(s))) }
 
 func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Request) error {
-	if err := s.admin(r); err != nil {
-		return err
-	}
-	in, err := decodeLexInput(r)
+	in, err := adminInput(r, s.admin(r))
 	if err != nil {
 		return err
 	}
@@ -735,10 +723,7 @@ func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Reque
 }
 
 func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request) error {
-	if err := s.admin(r); err != nil {
-		return err
-	}
-	in, err := decodeLexInput(r)
+	in, err := adminInput(r, s.admin(r))
 	if err != nil {
 		return err
 	}
@@ -757,10 +742,7 @@ func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request) erro
 const adminEmailSubject = "Message via your PDS"
 
 func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request) error {
-	if err := s.moderator(r, nsidSendEmail); err != nil {
-		return err
-	}
-	in, err := decodeLexInput(r)
+	in, err := adminInput(r, s.moderator(r, nsidSendEmail))
 	if err != nil {
 		return err
 	}
@@ -810,10 +792,7 @@ func (s *Server) adminSetAccountInvites(disabled bool) xrpc.HandlerFunc {
 		nsid = nsidDisableAccountInvites
 	}
 	return func(w http.ResponseWriter, r *http.Request) error {
-		if err := s.moderator(r, nsid); err != nil {
-			return err
-		}
-		in, err := decodeLexInput(r)
+		in, err := adminInput(r, s.moderator(r, nsid))
 		if err != nil {
 			return err
 		}
@@ -832,10 +811,7 @@ func (s *Server) adminSetAccountInvites(disabled bool) xrpc.HandlerFunc {
 }
 
 func (s *Server) adminDisableInviteCodes(w http.ResponseWriter, r *http.Request) error {
-	if err := s.moderator(r, nsidDisableInviteCodes); err != nil {
-		return err
-	}
-	in, err := decodeLexInput(r)
+	in, err := adminInput(r, s.moderator(r, nsidDisableInviteCodes))
 	if err != nil {
 		return err
 	}
@@ -979,6 +955,16 @@ func pathKey(key string) string {
 type lexObject struct {
 	path string
 	m    map[string]json.RawMessage
+}
+
+// adminInput is an admin procedure's input, read once its caller passed
+// check (s.admin(r) or s.moderator(r, nsid)): a failed check wins, and the
+// body is not read.
+func adminInput(r *http.Request, check error) (*lexObject, error) {
+	if check != nil {
+		return nil, check
+	}
+	return decodeLexInput(r)
 }
 
 // decodeLexInput reads a procedure's JSON input, which must be an object.
