@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -115,9 +116,21 @@ func writeCAR(w http.ResponseWriter, car []byte) {
 	_, _ = w.Write(car)
 }
 
-// readRepo runs fn on acc's actor store in one read snapshot.
-func (s *Server) readRepo(ctx context.Context, did string, fn func(tx *sql.Tx) error) error {
-	return s.withActor(ctx, did, func(db *store.DB) error { return db.Read(ctx, fn) })
+// answerCAR answers the CAR fn writes from did's actor store, read in one
+// snapshot; a store that holds no repo answers notFound (when not nil).
+func (s *Server) answerCAR(w http.ResponseWriter, r *http.Request, did string, notFound error, fn func(tx *sql.Tx, car io.Writer) error) error {
+	var buf bytes.Buffer
+	err := s.withActor(r.Context(), did, func(db *store.DB) error {
+		return db.Read(r.Context(), func(tx *sql.Tx) error { return fn(tx, &buf) })
+	})
+	if notFound != nil && errors.Is(err, repo.ErrRepoNotFound) {
+		return notFound
+	}
+	if err != nil {
+		return err
+	}
+	writeCAR(w, buf.Bytes())
+	return nil
 }
 
 func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request) error {
@@ -131,16 +144,8 @@ func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	since := r.URL.Query().Get("since")
-	var buf bytes.Buffer
-	err = s.readRepo(r.Context(), acc.DID, func(tx *sql.Tx) error { return repo.ExportCAR(r.Context(), tx, &buf, since) })
-	if errors.Is(err, repo.ErrRepoNotFound) {
-		return xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did)
-	}
-	if err != nil {
-		return err
-	}
-	writeCAR(w, buf.Bytes())
-	return nil
+	return s.answerCAR(w, r, acc.DID, xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did),
+		func(tx *sql.Tx, car io.Writer) error { return repo.ExportCAR(r.Context(), tx, car, since) })
 }
 
 func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request) error {
@@ -194,18 +199,10 @@ func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	err = s.readRepo(r.Context(), acc.DID, func(tx *sql.Tx) error {
-		return repo.RecordProofCAR(r.Context(), tx, collection, rkey, &buf)
-	})
-	if errors.Is(err, repo.ErrRepoNotFound) {
-		return xrpc.InvalidRequest("", "Could not find repo for DID: %s", did)
-	}
-	if err != nil {
-		return err
-	}
-	writeCAR(w, buf.Bytes())
-	return nil
+	return s.answerCAR(w, r, acc.DID, xrpc.InvalidRequest("", "Could not find repo for DID: %s", did),
+		func(tx *sql.Tx, car io.Writer) error {
+			return repo.RecordProofCAR(r.Context(), tx, collection, rkey, car)
+		})
 }
 
 func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request) error {
@@ -228,25 +225,19 @@ func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	var missing []cid.Cid
-	err = s.readRepo(r.Context(), acc.DID, func(tx *sql.Tx) error {
-		var err error
-		missing, err = repo.GetBlocks(r.Context(), tx, cids, &buf)
-		return err
-	})
-	if err != nil {
-		return err
-	}
-	if len(missing) > 0 {
+	// GetBlocks reads no repo root: a store without one lists its cids as
+	// missing.
+	return s.answerCAR(w, r, acc.DID, nil, func(tx *sql.Tx, car io.Writer) error {
+		missing, err := repo.GetBlocks(r.Context(), tx, cids, car)
+		if err != nil || len(missing) == 0 {
+			return err
+		}
 		names := make([]string, len(missing))
 		for i, c := range missing {
 			names[i] = c.String()
 		}
 		return xrpc.InvalidRequest("", "Could not find cids: %s", strings.Join(names, ","))
-	}
-	writeCAR(w, buf.Bytes())
-	return nil
+	})
 }
 
 func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request) error {
