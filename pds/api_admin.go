@@ -15,7 +15,6 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf16"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -24,6 +23,7 @@ import (
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/plc"
 	"github.com/fakepds/fakepds/pds/sequencer"
@@ -285,7 +285,7 @@ func parseSubject(in *lexObject) (*subjectRef, error) {
 	path := in.path + pathKey("subject")
 	obj, err := lexObjectAt(raw, path)
 	if err != nil || obj.m["$type"] == nil {
-		return nil, lexIssue(path, `Expected an object which includes the "$type" property value type (got %s)`, jsPreview(raw))
+		return nil, lexIssue(path, `Expected an object which includes the "$type" property value type (got %s)`, jsvalue.PreviewJSON(raw))
 	}
 	typ, _, err := obj.str("$type", true, "")
 	if err != nil {
@@ -693,9 +693,6 @@ func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request)
 	return ok(w)
 }
 
-// jsLength is a string's length as JavaScript counts it, in UTF-16 units.
-func jsLength(s string) int { return len(utf16.Encode([]rune(s))) }
-
 func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Request) error {
 	in, err := adminInput(r, s.admin(r))
 	if err != nil {
@@ -709,7 +706,7 @@ func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Reque
 	if err != nil {
 		return err
 	}
-	if jsLength(password) > auth.NewPasswordMaxLength {
+	if jsvalue.Length(password) > auth.NewPasswordMaxLength {
 		return xrpc.InvalidRequest("", "Invalid password length.")
 	}
 	hash, err := s.hasher.Hash(password)
@@ -870,7 +867,7 @@ func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request) err
 		if len(parts) != 2 || parts[0] == "" || parts[1] == "" {
 			return errMalformedCursor
 		}
-		n, ok := jsParseInt(parts[0])
+		n, ok := jsvalue.ParseInt(parts[0])
 		if !ok {
 			return errMalformedCursor
 		}
@@ -906,29 +903,6 @@ func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
-// jsParseInt is JavaScript's parseInt(s, 10): leading white space, a sign,
-// then as many digits as there are; false (NaN) when there are none.
-func jsParseInt(s string) (float64, bool) {
-	s = strings.TrimLeft(s, " \t\n\v\f\r\u00a0\ufeff\u2028\u2029")
-	neg := false
-	if s != "" && (s[0] == '-' || s[0] == '+') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	end := 0
-	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
-		end++
-	}
-	if end == 0 {
-		return 0, false
-	}
-	n, _ := strconv.ParseFloat(s[:end], 64)
-	if neg {
-		n = -n
-	}
-	return n, true
-}
-
 // ---------------------------------------------------------------- lexicon checks
 
 // The reference validates every input and query against its lexicon
@@ -948,7 +922,7 @@ func pathKey(key string) string {
 	if plainKey.MatchString(key) {
 		return "." + key
 	}
-	return "[" + jsString(key) + "]"
+	return "[" + jsvalue.Quote(key) + "]"
 }
 
 // lexObject is a JSON object of a procedure's input.
@@ -979,7 +953,7 @@ func decodeLexInput(r *http.Request) (*lexObject, error) {
 func lexObjectAt(raw json.RawMessage, path string) (*lexObject, error) {
 	var m map[string]json.RawMessage
 	if jsonKind(raw) != '{' || json.Unmarshal(raw, &m) != nil {
-		return nil, lexIssue(path, "Expected object value type (got %s)", jsPreview(raw))
+		return nil, lexIssue(path, "Expected object value type (got %s)", jsvalue.PreviewJSON(raw))
 	}
 	return &lexObject{path: path, m: m}, nil
 }
@@ -1009,7 +983,7 @@ func (o *lexObject) str(key string, required bool, format string) (string, bool,
 	path := o.path + pathKey(key)
 	var v string
 	if jsonKind(raw) != '"' || json.Unmarshal(raw, &v) != nil {
-		return "", false, lexIssue(path, "Expected string value type (got %s)", jsPreview(raw))
+		return "", false, lexIssue(path, "Expected string value type (got %s)", jsvalue.PreviewJSON(raw))
 	}
 	if err := checkFormat(format, v); err != "" {
 		return "", false, lexIssue(path, "%s", err)
@@ -1027,7 +1001,7 @@ func (o *lexObject) boolean(key string, required bool) (bool, bool, error) {
 	}
 	var v bool
 	if k := jsonKind(raw); k != 't' && k != 'f' || json.Unmarshal(raw, &v) != nil {
-		return false, false, lexIssue(o.path+pathKey(key), "Expected boolean value type (got %s)", jsPreview(raw))
+		return false, false, lexIssue(o.path+pathKey(key), "Expected boolean value type (got %s)", jsvalue.PreviewJSON(raw))
 	}
 	return v, true, nil
 }
@@ -1053,12 +1027,12 @@ func (o *lexObject) strs(key string) ([]string, error) {
 	path := o.path + pathKey(key)
 	var items []json.RawMessage
 	if jsonKind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, lexIssue(path, "Expected array value type (got %s)", jsPreview(raw))
+		return nil, lexIssue(path, "Expected array value type (got %s)", jsvalue.PreviewJSON(raw))
 	}
 	out := make([]string, len(items))
 	for i, item := range items {
 		if jsonKind(item) != '"' || json.Unmarshal(item, &out[i]) != nil {
-			return nil, lexIssue(fmt.Sprintf("%s[%d]", path, i), "Expected string value type (got %s)", jsPreview(item))
+			return nil, lexIssue(fmt.Sprintf("%s[%d]", path, i), "Expected string value type (got %s)", jsvalue.PreviewJSON(item))
 		}
 	}
 	return out, nil
@@ -1097,7 +1071,7 @@ func checkFormat(format, v string) string {
 		panic("pds: unknown lexicon format " + format)
 	}
 	if err != nil {
-		return fmt.Sprintf("Invalid %s (got %s)", name, jsString(v))
+		return fmt.Sprintf("Invalid %s (got %s)", name, jsvalue.Preview(v))
 	}
 	return ""
 }
@@ -1138,11 +1112,11 @@ func (p lexParams) str(name string, required bool, format string) (string, error
 		}
 		return vals[0], nil
 	}
-	items := make([]string, len(vals))
+	items := make([]any, len(vals))
 	for i, v := range vals {
-		items[i] = jsString(v)
+		items[i] = v
 	}
-	return "", p.issue("Expected string value type (got %s)", jsArrayPreview(items))
+	return "", p.issue("Expected string value type (got %s)", jsvalue.Preview(items))
 }
 
 // strs reads an array parameter (name=a&name=b) of strings in format.
@@ -1169,112 +1143,27 @@ const maxSafeInteger = 1<<53 - 1
 // anything else as the string it was.
 func (p lexParams) integer(name string, minimum, maximum, def int64) (int64, error) {
 	vals := p.values(name)
-	previews := make([]string, len(vals))
+	values := make([]any, len(vals))
 	var n float64
 	isNum := false
 	for i, v := range vals {
-		previews[i] = jsString(v)
+		values[i] = v
 		if intParam.MatchString(v) {
 			n, _ = strconv.ParseFloat(v, 64)
-			n += 0 // -0 prints as 0 in JavaScript
-			previews[i], isNum = jsNumber(n), true
+			values[i], isNum = n, true
 		}
 	}
 	switch {
 	case len(vals) == 0:
 		return def, nil
 	case len(vals) > 1:
-		return 0, p.issue("Expected integer value type (got %s)", jsArrayPreview(previews))
+		return 0, p.issue("Expected integer value type (got %s)", jsvalue.Preview(values))
 	case !isNum || math.Abs(n) > maxSafeInteger:
-		return 0, p.issue("Expected integer value type (got %s)", previews[0])
+		return 0, p.issue("Expected integer value type (got %s)", jsvalue.Preview(values[0]))
 	case n < float64(minimum):
-		return 0, p.issue("integer too small (minimum %d, got %s)", minimum, previews[0])
+		return 0, p.issue("integer too small (minimum %d, got %s)", minimum, jsvalue.Preview(n))
 	case n > float64(maximum):
-		return 0, p.issue("integer too big (maximum %d, got %s)", maximum, previews[0])
+		return 0, p.issue("integer too big (maximum %d, got %s)", maximum, jsvalue.Preview(n))
 	}
 	return int64(n), nil
-}
-
-// ---------------------------------------------------------------- value previews
-
-// The reference's issues show the offending value in a short form: strings
-// quoted (cut at 255 characters), numbers as JavaScript prints them,
-// arrays and objects by their first two members.
-
-const previewMaxLength = 256
-
-// jsString is JSON.stringify of a string, cut as the reference cuts it.
-func jsString(s string) string {
-	if u := utf16.Encode([]rune(s)); len(u) >= previewMaxLength {
-		s = string(utf16.Decode(u[:previewMaxLength-1])) + "…"
-	}
-	var b strings.Builder
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	_ = enc.Encode(s)
-	return strings.TrimSuffix(b.String(), "\n")
-}
-
-// jsNumber is how JavaScript prints a number.
-func jsNumber(f float64) string {
-	if a := math.Abs(f); a == 0 || a >= 1e-6 && a < 1e21 {
-		return strconv.FormatFloat(f, 'f', -1, 64)
-	}
-	s := strconv.FormatFloat(f, 'e', -1, 64)
-	mant, exp, _ := strings.Cut(s, "e")
-	return mant + "e" + exp[:1] + strings.TrimLeft(exp[1:], "0")
-}
-
-func jsArrayPreview(items []string) string {
-	if len(items) > 2 {
-		return "[" + strings.Join(items[:2], ", ") + ", ...]"
-	}
-	return "[" + strings.Join(items, ", ") + "]"
-}
-
-// jsPreview previews a JSON value.
-func jsPreview(raw json.RawMessage) string {
-	switch jsonKind(raw) {
-	case '"':
-		var s string
-		_ = json.Unmarshal(raw, &s)
-		return jsString(s)
-	case 't':
-		return "true"
-	case 'f':
-		return "false"
-	case 'n':
-		return "null"
-	case '[':
-		var items []json.RawMessage
-		_ = json.Unmarshal(raw, &items)
-		previews := make([]string, len(items))
-		for i, it := range items {
-			previews[i] = jsPreview(it)
-		}
-		return jsArrayPreview(previews)
-	case '{':
-		// Keys in document order, which a map would lose.
-		dec := json.NewDecoder(strings.NewReader(string(raw)))
-		_, _ = dec.Token()
-		var keys []string
-		for dec.More() {
-			t, err := dec.Token()
-			if err != nil {
-				break
-			}
-			k, _ := t.(string)
-			keys = append(keys, jsString(k)+": ...")
-			var skip json.RawMessage
-			if dec.Decode(&skip) != nil {
-				break
-			}
-		}
-		return "{" + strings.TrimSuffix(strings.TrimPrefix(jsArrayPreview(keys), "["), "]") + "}"
-	}
-	var f float64
-	if json.Unmarshal(raw, &f) == nil {
-		return jsNumber(f)
-	}
-	return string(raw)
 }

@@ -1,7 +1,6 @@
 package pds
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -10,6 +9,7 @@ import (
 	"time"
 
 	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
@@ -121,7 +121,7 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
 			Type *string `json:"$type"`
 		}
 		if json.Unmarshal(raw, &t) != nil || t.Type == nil {
-			return xrpc.InvalidRequest("", `Expected an object which includes the "$type" property value type (got %s) at $.preferences[%d]`, preview(raw), i)
+			return xrpc.InvalidRequest("", `Expected an object which includes the "$type" property value type (got %s) at $.preferences[%d]`, jsvalue.PreviewJSON(raw), i)
 		}
 		prefs = append(prefs, pref{*t.Type, string(raw)})
 	}
@@ -167,19 +167,4 @@ func replacePrefs(ctx context.Context, tx *sql.Tx, full bool, prefs []pref) erro
 		}
 	}
 	return nil
-}
-
-// preview abbreviates a JSON value as the reference's validator quotes it
-// in messages: an object by its first key ({"enabled": ...}).
-func preview(raw json.RawMessage) string {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
-		return string(raw)
-	}
-	key, err := dec.Token()
-	if k, ok := key.(string); err == nil && ok {
-		b, _ := json.Marshal(k)
-		return "{" + string(b) + ": ...}"
-	}
-	return "{}"
 }

@@ -13,6 +13,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // encodeCBOR appends v as DAG-CBOR: map keys sorted length first, shortest
@@ -87,7 +89,7 @@ func cborKeyOrder(a, b field) int {
 type nonInteger float64
 
 func (n nonInteger) Error() string {
-	return "Non-integer numbers (" + jsNumber(float64(n)) + ") are not supported by the AT Data Model"
+	return "Non-integer numbers (" + jsvalue.Number(float64(n)) + ") are not supported by the AT Data Model"
 }
 
 func appendHead(b []byte, major byte, n uint64) []byte {
@@ -186,7 +188,7 @@ func (r *cborReader) json(out []byte, depth int) ([]byte, error) {
 		if !utf8.Valid(s) {
 			s = []byte(string([]rune(string(s))))
 		}
-		return appendJSString(out, string(s)), nil
+		return jsvalue.AppendQuote(out, string(s)), nil
 	case 4:
 		out = append(out, '[')
 		for i := uint64(0); i < arg; i++ {
@@ -215,11 +217,11 @@ func (r *cborReader) json(out []byte, depth int) ([]byte, error) {
 			if err != nil {
 				return nil, err
 			}
-			e := entry{start: len(out), index: isArrayIndex(string(k))}
+			e := entry{start: len(out), index: jsvalue.IsArrayIndex(string(k))}
 			if e.index {
 				e.n, _ = strconv.ParseUint(string(k), 10, 64)
 			}
-			out = appendJSString(out, string(k))
+			out = jsvalue.AppendQuote(out, string(k))
 			out = append(out, ':')
 			if out, err = r.json(out, depth+1); err != nil {
 				return nil, err
@@ -310,7 +312,7 @@ func appendFloat(out []byte, f float64) ([]byte, error) {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
 		return nil, errCBOR
 	}
-	return append(out, jsNumber(f)...), nil
+	return append(out, jsvalue.Number(f)...), nil
 }
 
 func halfToFloat(h uint16) float32 {

@@ -5,11 +5,12 @@ import (
 	"regexp"
 	"strings"
 	"time"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // format is a lexicon string format. Where indigo's syntax package accepts
@@ -227,16 +228,11 @@ func validURI(s string) bool {
 	if rest == "" || rest[0] == '/' {
 		return false
 	}
-	return strings.IndexFunc(rest, isJSSpace) < 0
+	return strings.IndexFunc(rest, jsvalue.IsSpace) < 0
 }
 
 func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
-}
-
-// isJSSpace is JavaScript's \s: Unicode White_Space plus U+FEFF.
-func isJSSpace(r rune) bool {
-	return unicode.Is(unicode.White_Space, r) && r != 0x85 || r == 0xfeff
 }
 
 var (

@@ -1,7 +1,6 @@
 package lexval
 
 import (
-	"cmp"
 	"encoding/base64"
 	"errors"
 	"math"
@@ -13,6 +12,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/ipfs/go-cid"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // A record's data is held as the reference holds it after jsonToLex:
@@ -418,7 +419,7 @@ func (d *decoder) object(depth int) (any, error) {
 		}
 		if !replaced {
 			d.fields = append(d.fields, field{k, v})
-			indexKeys = indexKeys || isArrayIndex(k)
+			indexKeys = indexKeys || jsvalue.IsArrayIndex(k)
 		}
 		d.space()
 		if d.pos >= len(d.data) {
@@ -514,37 +515,8 @@ func decodeBase64(s string) ([]byte, bool) {
 	return b, err == nil
 }
 
-// isArrayIndex reports whether JavaScript treats k as an array index
-// property name: a canonical decimal below 2^32-1.
-func isArrayIndex(k string) bool {
-	if k == "" || len(k) > 10 || k[0] < '0' || k[0] > '9' || k[0] == '0' && len(k) > 1 {
-		return false
-	}
-	n, err := strconv.ParseUint(k, 10, 64)
-	return err == nil && n < 1<<32-1
-}
-
 // orderIndexKeys moves array-index keys first, ascending, as JavaScript
 // property enumeration does.
 func (o *object) orderIndexKeys() {
-	index := func(f field) (uint64, bool) {
-		if !isArrayIndex(f.key) {
-			return 0, false
-		}
-		n, _ := strconv.ParseUint(f.key, 10, 64)
-		return n, true
-	}
-	slices.SortStableFunc(o.fields, func(a, b field) int {
-		na, ia := index(a)
-		nb, ib := index(b)
-		switch {
-		case ia && ib:
-			return cmp.Compare(na, nb)
-		case ia:
-			return -1
-		case ib:
-			return 1
-		}
-		return 0
-	})
+	slices.SortStableFunc(o.fields, func(a, b field) int { return jsvalue.CompareKeys(a.key, b.key) })
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // Status is a write's validationStatus.
@@ -98,7 +100,7 @@ func prepare(collection syntax.NSID, rkey syntax.RecordKey, data []byte, validat
 	if t, ok := rec.get("$type"); !ok {
 		rec.fields = append(rec.fields, field{"$type", collection.String()})
 	} else if t != collection.String() {
-		return nil, &Error{Message: "Invalid $type: expected " + collection.String() + ", got " + jsToString(t)}
+		return nil, &Error{Message: "Invalid $type: expected " + collection.String() + ", got " + jsvalue.String(t)}
 	}
 	if !validRecordKey(rkey.String()) {
 		return nil, &Error{Message: "Invalid record key: " + rkey.String()}

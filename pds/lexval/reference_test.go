@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // The tests in this file hold the package to what the reference PDS's own
@@ -120,11 +122,11 @@ func TestReferenceWrites(t *testing.T) {
 			}
 			var blobs []string
 			for _, b := range rec.Blobs {
-				blobs = append(blobs, b.Ref.String()+" "+b.MimeType+" "+jsNumber(float64(b.Size)))
+				blobs = append(blobs, b.Ref.String()+" "+b.MimeType+" "+jsvalue.Number(float64(b.Size)))
 			}
 			var wantBlobs []string
 			for _, b := range want.Blobs {
-				wantBlobs = append(wantBlobs, b.CID+" "+b.MimeType+" "+jsNumber(float64(b.Size)))
+				wantBlobs = append(wantBlobs, b.CID+" "+b.MimeType+" "+jsvalue.Number(float64(b.Size)))
 			}
 			if !reflect.DeepEqual(blobs, wantBlobs) {
 				t.Errorf("blobs\n got: %q\nwant: %q", blobs, wantBlobs)

@@ -5,6 +5,8 @@ import (
 
 	"github.com/ipfs/go-cid"
 	"github.com/rivo/uniseg"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // A node is one compiled lexicon type, shaped like the @atproto/lex-schema
@@ -168,7 +170,7 @@ func (v *validator) validate(n *node, val any) *issue {
 			return is
 		}
 		if t, ok := o.get("$type"); !ok {
-			return v.failAt("$type", msgInvalidValue(undefined{}, n.name))
+			return v.failAt("$type", msgInvalidValue(jsvalue.Undefined{}, n.name))
 		} else if t != n.name {
 			return v.failAt("$type", msgInvalidValue(t, n.name))
 		}
@@ -220,7 +222,7 @@ func (v *validator) stringChecks(n *node, s string) *issue {
 		// The reference counts graphemes only when String.length (UTF-16
 		// units) does not settle it, and reports that length when it is
 		// below the minimum.
-		units := int64(utf16Len(s))
+		units := int64(jsvalue.Length(s))
 		if g.hasMin {
 			if units < g.min {
 				return v.fail(msgTooSmall("grapheme", g.min, units))

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // Version is what GET /_health reports.
@@ -282,7 +284,7 @@ func (d *Directory) serveExport(w http.ResponseWriter, r *http.Request) {
 	}
 	count := defaultExportCount
 	if c := param("count"); c != "" {
-		n, ok := jsParseInt(c)
+		n, ok := jsvalue.ParseInt(c)
 		if !ok || n < 1 {
 			writeMessage(w, http.StatusBadRequest, "Invalid count parameter")
 			return
@@ -354,32 +356,6 @@ func (d *Directory) serveExport(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeRaw(w, http.StatusOK, "application/jsonlines", buf.Bytes())
-}
-
-// jsParseInt is JavaScript's parseInt(s, 10): leading whitespace, a sign
-// and the digits that follow; anything after them is ignored.
-func jsParseInt(s string) (int64, bool) {
-	s = strings.TrimLeft(s, " \t\n\v\f\r\u00a0\ufeff")
-	neg := false
-	if s != "" && (s[0] == '+' || s[0] == '-') {
-		neg = s[0] == '-'
-		s = s[1:]
-	}
-	end := 0
-	for end < len(s) && s[end] >= '0' && s[end] <= '9' {
-		end++
-	}
-	if end == 0 {
-		return 0, false
-	}
-	n, err := strconv.ParseInt(s[:end], 10, 64)
-	if err != nil {
-		n = math.MaxInt64 // a huge count is capped anyway
-	}
-	if neg {
-		n = -n
-	}
-	return n, true
 }
 
 // parseJSDate reads the ISO 8601 forms JavaScript's Date parses, truncated

@@ -13,12 +13,13 @@ import (
 	"net/http"
 	"strings"
 	"time"
-	"unicode/utf16"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/did-method-plc/go-didplc"
 	"github.com/mr-tron/base58"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
 )
 
 // Kinds of refused operation. Submit returns an *OpError wrapping one of
@@ -252,7 +253,7 @@ func checkLimits(op *didplc.RegularOp) error {
 	}
 	seen := make(map[string]bool, len(op.AlsoKnownAs))
 	for _, aka := range op.AlsoKnownAs {
-		if jsLen(aka) > maxAKALength {
+		if jsvalue.Length(aka) > maxAKALength {
 			return invalidOp(fmt.Sprintf("alsoKnownAs entry too long (max %d): %s", maxAKALength, aka))
 		}
 		if seen[aka] {
@@ -274,11 +275,11 @@ func checkLimits(op *didplc.RegularOp) error {
 	for _, id := range jsonbOrder(op.Services) {
 		s := op.Services[id]
 		switch {
-		case jsLen(id) > maxIDLength:
+		case jsvalue.Length(id) > maxIDLength:
 			return invalidOp(fmt.Sprintf("Service id too long (max %d): %s", maxIDLength, id))
-		case jsLen(s.Type) > maxServiceTypeLength:
+		case jsvalue.Length(s.Type) > maxServiceTypeLength:
 			return invalidOp(fmt.Sprintf("Service type too long (max %d)", maxServiceTypeLength))
-		case jsLen(s.Endpoint) > maxServiceEndpointLength:
+		case jsvalue.Length(s.Endpoint) > maxServiceEndpointLength:
 			return invalidOp(fmt.Sprintf("Service endpoint too long (max %d)", maxServiceEndpointLength))
 		}
 	}
@@ -288,9 +289,9 @@ func checkLimits(op *didplc.RegularOp) error {
 	for _, id := range jsonbOrder(op.VerificationMethods) {
 		key := op.VerificationMethods[id]
 		switch {
-		case jsLen(id) > maxIDLength:
+		case jsvalue.Length(id) > maxIDLength:
 			return invalidOp(fmt.Sprintf("Verification Method id too long (max %d): %s", maxIDLength, id))
-		case jsLen(key) > maxDIDKeyLength:
+		case jsvalue.Length(key) > maxDIDKeyLength:
 			return invalidOp(fmt.Sprintf("Verification Method key too long (max %d): %s", maxDIDKeyLength, key))
 		case !didKeySyntax(key):
 			return invalidOp("Invalid verificationMethod key: " + key)
@@ -316,16 +317,6 @@ func didKeySyntax(key string) bool {
 	}
 	_, err := base58.Decode(enc)
 	return err == nil
-}
-
-// jsLen is a string's length as JavaScript counts it (UTF-16 code units),
-// which is what the reference's limits count.
-func jsLen(s string) int {
-	n := 0
-	for _, r := range s {
-		n += utf16.RuneLen(r)
-	}
-	return n
 }
 
 // verifySig returns the index of the first of keys that signed op, as the
