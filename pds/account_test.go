@@ -169,17 +169,17 @@ func TestCreateAccountErrors(t *testing.T) {
 		msg    string
 	}{
 		{"taken handle", comatproto.ServerCreateAccount_Input{Handle: "taken.test", Email: str("x@example.com"), Password: str("pw")}, 400, "InvalidRequest", "Handle already taken: taken.test"},
-		{"taken email", comatproto.ServerCreateAccount_Input{Handle: "other.test", Email: str("TAKEN@example.com"), Password: str("pw")}, 400, "InvalidRequest", "Email already taken: TAKEN@example.com"},
-		{"no email", comatproto.ServerCreateAccount_Input{Handle: "other.test", Password: str("pw")}, 400, "InvalidRequest", "Email is required"},
-		{"bad email", comatproto.ServerCreateAccount_Input{Handle: "other.test", Email: str("nope"), Password: str("pw")}, 400, "InvalidRequest", "This email address is not supported, please use a different email."},
+		{"taken email", comatproto.ServerCreateAccount_Input{Handle: "otheracct.test", Email: str("TAKEN@example.com"), Password: str("pw")}, 400, "InvalidRequest", "Email already taken: TAKEN@example.com"},
+		{"no email", comatproto.ServerCreateAccount_Input{Handle: "otheracct.test", Password: str("pw")}, 400, "InvalidRequest", "Email is required"},
+		{"bad email", comatproto.ServerCreateAccount_Input{Handle: "otheracct.test", Email: str("nope"), Password: str("pw")}, 400, "InvalidRequest", "This email address is not supported, please use a different email."},
 		{"short", comatproto.ServerCreateAccount_Input{Handle: "ab.test", Email: str("ab@example.com"), Password: str("pw")}, 400, "InvalidHandle", "Handle too short"},
 		{"long", comatproto.ServerCreateAccount_Input{Handle: "abcdefghijklmnopqrs.test", Email: str("ab@example.com"), Password: str("pw")}, 400, "InvalidHandle", "Handle too long"},
 		{"dots", comatproto.ServerCreateAccount_Input{Handle: "a.bcd.test", Email: str("ab@example.com"), Password: str("pw")}, 400, "InvalidHandle", "Invalid characters in handle"},
 		{"syntax", comatproto.ServerCreateAccount_Input{Handle: "bad_handle.test", Email: str("ab@example.com"), Password: str("pw")}, 400, "InvalidRequest", `Invalid handle (got "bad_handle.test") at $.handle`},
 		{"tld", comatproto.ServerCreateAccount_Input{Handle: "alice.local", Email: str("ab@example.com"), Password: str("pw")}, 400, "InvalidHandle", "Handle TLD is invalid or disallowed"},
 		{"domain", comatproto.ServerCreateAccount_Input{Handle: "alice.com", Email: str("ab@example.com"), Password: str("pw")}, 400, "UnsupportedDomain", "Not a supported handle domain"},
-		{"long password", comatproto.ServerCreateAccount_Input{Handle: "other.test", Email: str("ab@example.com"), Password: str(strings.Repeat("x", 257))}, 400, "InvalidRequest", "Password too long. Maximum length is 256 characters."},
-		{"bogus invite", comatproto.ServerCreateAccount_Input{Handle: "other.test", Email: str("ab@example.com"), Password: str("pw"), InviteCode: str("nope")}, 400, "InvalidInviteCode", "Provided invite code not available"},
+		{"long password", comatproto.ServerCreateAccount_Input{Handle: "otheracct.test", Email: str("ab@example.com"), Password: str(strings.Repeat("x", 257))}, 400, "InvalidRequest", "Password too long. Maximum length is 256 characters."},
+		{"bogus invite", comatproto.ServerCreateAccount_Input{Handle: "otheracct.test", Email: str("ab@example.com"), Password: str("pw"), InviteCode: str("nope")}, 400, "InvalidInviteCode", "Provided invite code not available"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := comatproto.ServerCreateAccount(t.Context(), c, &tc.in)
@@ -190,7 +190,7 @@ func TestCreateAccountErrors(t *testing.T) {
 		})
 	}
 	// None of the failures left an account behind.
-	if _, err := comatproto.ServerCreateSession(t.Context(), c, &comatproto.ServerCreateSession_Input{Identifier: "other.test", Password: "pw"}); err == nil {
+	if _, err := comatproto.ServerCreateSession(t.Context(), c, &comatproto.ServerCreateSession_Input{Identifier: "otheracct.test", Password: "pw"}); err == nil {
 		t.Fatal("a failed createAccount left a usable account")
 	}
 }
@@ -198,13 +198,13 @@ func TestCreateAccountErrors(t *testing.T) {
 func TestAppPasswords(t *testing.T) {
 	s := start(t, pds.Config{})
 	ctx := t.Context()
-	acct := createAccount(t, s, "apps.test", "apps@example.com", "main-password")
+	acct := createAccount(t, s, "appsacct.test", "apps@example.com", "main-password")
 	full := bearer(s, acct.AccessJwt)
 	ap, err := comatproto.ServerCreateAppPassword(ctx, full, &comatproto.ServerCreateAppPassword_Input{Name: "bot"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	login, err := comatproto.ServerCreateSession(ctx, atclient.NewAPIClient(s.URL()), &comatproto.ServerCreateSession_Input{Identifier: "apps.test", Password: ap.Password})
+	login, err := comatproto.ServerCreateSession(ctx, atclient.NewAPIClient(s.URL()), &comatproto.ServerCreateSession_Input{Identifier: "appsacct.test", Password: ap.Password})
 	if err != nil {
 		t.Fatalf("login with app password: %v", err)
 	}
@@ -221,7 +221,7 @@ func TestAppPasswords(t *testing.T) {
 	}
 	_, err = refreshErr(s, login.RefreshJwt)
 	apiErr(t, err, 400, "ExpiredToken")
-	_, err = comatproto.ServerCreateSession(ctx, atclient.NewAPIClient(s.URL()), &comatproto.ServerCreateSession_Input{Identifier: "apps.test", Password: ap.Password})
+	_, err = comatproto.ServerCreateSession(ctx, atclient.NewAPIClient(s.URL()), &comatproto.ServerCreateSession_Input{Identifier: "appsacct.test", Password: ap.Password})
 	apiErr(t, err, 401, "AuthenticationRequired")
 }
 

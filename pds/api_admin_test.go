@@ -589,8 +589,8 @@ func TestAdminUpdateAccountEmail(t *testing.T) {
 	s := start(t, pds.Config{})
 	ctx := t.Context()
 	admin := adminClient(s)
-	a := createAccount(t, s, "mailer.test", "mailer@example.com", "pw")
-	createAccount(t, s, "other.test", "other@example.com", "pw")
+	a := createAccount(t, s, "maileracct.test", "mailer@example.com", "pw")
+	createAccount(t, s, "otheracct.test", "other@example.com", "pw")
 	// Confirm the address first: the admin change clears it.
 	cl := bearer(s, a.AccessJwt)
 	if err := comatproto.ServerRequestEmailConfirmation(ctx, cl); err != nil {
@@ -616,7 +616,7 @@ func TestAdminUpdateAccountEmail(t *testing.T) {
 	xrpcErr(t, err, 400, "InvalidToken", "Token is invalid")
 
 	// By exact handle, with no validation of the address.
-	if err := comatproto.AdminUpdateAccountEmail(ctx, admin, &comatproto.AdminUpdateAccountEmail_Input{Account: "mailer.test", Email: "not-an-email"}); err != nil {
+	if err := comatproto.AdminUpdateAccountEmail(ctx, admin, &comatproto.AdminUpdateAccountEmail_Input{Account: "maileracct.test", Email: "not-an-email"}); err != nil {
 		t.Fatal(err)
 	}
 	if v, _ := comatproto.AdminGetAccountInfo(ctx, admin, a.Did); *v.Email != "not-an-email" {
@@ -723,7 +723,7 @@ func TestAdminSendEmail(t *testing.T) {
 	s := start(t, pds.Config{})
 	ctx := t.Context()
 	admin := adminClient(s)
-	a := createAccount(t, s, "reader.test", "Reader@example.com", "pw")
+	a := createAccount(t, s, "readeracct.test", "Reader@example.com", "pw")
 	send := func(in *comatproto.AdminSendEmail_Input) error {
 		out, err := comatproto.AdminSendEmail(ctx, admin, in)
 		if err == nil && !out.Sent {
@@ -760,7 +760,7 @@ func TestAdminInviteCodes(t *testing.T) {
 	s := start(t, pds.Config{})
 	ctx := t.Context()
 	admin := adminClient(s)
-	a := createAccount(t, s, "host.test", "host@example.com", "pw")
+	a := createAccount(t, s, "hostacct.test", "host@example.com", "pw")
 	var codes []string
 	for _, n := range []int64{1, 2, 3} {
 		out, err := comatproto.ServerCreateInviteCode(ctx, admin, &comatproto.ServerCreateInviteCode_Input{UseCount: n, ForAccount: &a.Did})
@@ -775,7 +775,7 @@ func TestAdminInviteCodes(t *testing.T) {
 	}
 	email, pw := "guest@example.com", "pw"
 	if _, err := comatproto.ServerCreateAccount(ctx, atclient.NewAPIClient(s.URL()), &comatproto.ServerCreateAccount_Input{
-		Handle: "guest.test", Email: &email, Password: &pw, InviteCode: &codes[2],
+		Handle: "guestacct.test", Email: &email, Password: &pw, InviteCode: &codes[2],
 	}); err != nil {
 		t.Fatal(err)
 	}

@@ -35,11 +35,11 @@ func BenchmarkCreateSession(b *testing.B) {
 	s := start(b, pds.Config{})
 	email, pw := "login@example.com", "pw"
 	c := atclient.NewAPIClient(s.URL())
-	if _, err := comatproto.ServerCreateAccount(b.Context(), c, &comatproto.ServerCreateAccount_Input{Handle: "login.test", Email: &email, Password: &pw}); err != nil {
+	if _, err := comatproto.ServerCreateAccount(b.Context(), c, &comatproto.ServerCreateAccount_Input{Handle: "loginacct.test", Email: &email, Password: &pw}); err != nil {
 		b.Fatal(err)
 	}
 	for b.Loop() {
-		if _, err := comatproto.ServerCreateSession(b.Context(), c, &comatproto.ServerCreateSession_Input{Identifier: "login.test", Password: pw}); err != nil {
+		if _, err := comatproto.ServerCreateSession(b.Context(), c, &comatproto.ServerCreateSession_Input{Identifier: "loginacct.test", Password: pw}); err != nil {
 			b.Fatal(err)
 		}
 	}

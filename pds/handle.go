@@ -1,6 +1,7 @@
 package pds
 
 import (
+	_ "embed"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -21,7 +22,8 @@ func handleFormat(raw string) error {
 // for account creation (forNew) and handle updates: the syntax (indigo's
 // syntax.ParseHandle decides; the message says why, in the reference's
 // words), the TLD, and, under one of the server's domains, a single label
-// of 3 to 18 characters. A new account must use a server domain.
+// of 3 to 18 characters that the reference does not reserve. A new account
+// must use a server domain.
 func (s *Server) normalizeHandle(raw string, forNew bool) (syntax.Handle, error) {
 	lower := strings.ToLower(raw)
 	h, err := syntax.ParseHandle(lower)
@@ -54,6 +56,23 @@ func (s *Server) normalizeHandle(raw string, forNew bool) (syntax.Handle, error)
 		return "", xrpc.InvalidRequest("InvalidHandle", "Handle too short")
 	case len(front) > 18:
 		return "", xrpc.InvalidRequest("InvalidHandle", "Handle too long")
+	case reservedHandles[front]:
+		return "", xrpc.InvalidRequest("HandleNotAvailable", "Reserved handle")
 	}
 	return h, nil
 }
+
+//go:embed reserved_handles.txt
+var reservedHandlesTxt string
+
+// reservedHandles are the first labels the reference keeps from users on
+// its own domains (reserved_handles.txt says where the list comes from).
+var reservedHandles = func() map[string]bool {
+	m := map[string]bool{}
+	for line := range strings.Lines(reservedHandlesTxt) {
+		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
+			m[line] = true
+		}
+	}
+	return m
+}()

@@ -14,7 +14,7 @@ func TestUpdateHandle(t *testing.T) {
 	s := start(t, pds.Config{})
 	ctx := t.Context()
 	a := createAccount(t, s, "before.test", "before@example.com", "pw")
-	other := createAccount(t, s, "other.test", "other@example.com", "pw")
+	other := createAccount(t, s, "otheracct.test", "other@example.com", "pw")
 	events := firehose(t, s, "?cursor=8")
 	cl := bearer(s, a.AccessJwt)
 	if err := comatproto.IdentityUpdateHandle(ctx, cl, &comatproto.IdentityUpdateHandle_Input{Handle: "After.test"}); err != nil {
@@ -35,7 +35,7 @@ func TestUpdateHandle(t *testing.T) {
 	if _, err := s.Directory().LookupHandle(ctx, "before.test"); err == nil {
 		t.Fatal("the old handle still resolves")
 	}
-	err = comatproto.IdentityUpdateHandle(ctx, cl, &comatproto.IdentityUpdateHandle_Input{Handle: "other.test"})
+	err = comatproto.IdentityUpdateHandle(ctx, cl, &comatproto.IdentityUpdateHandle_Input{Handle: "otheracct.test"})
 	apiErr(t, err, 400, "HandleNotAvailable")
 	err = comatproto.IdentityUpdateHandle(ctx, bearer(s, other.AccessJwt), &comatproto.IdentityUpdateHandle_Input{Handle: "x.test"})
 	apiErr(t, err, 400, "InvalidHandle")

@@ -36,7 +36,7 @@ func TestConfirmEmail(t *testing.T) {
 	c := &clock.Shifted{}
 	s := start(t, pds.Config{Clock: c})
 	ctx := t.Context()
-	a := createAccount(t, s, "confirm.test", "Confirm@example.com", "pw")
+	a := createAccount(t, s, "confirmacct.test", "Confirm@example.com", "pw")
 	cl := bearer(s, a.AccessJwt)
 	if err := comatproto.ServerRequestEmailConfirmation(ctx, cl); err != nil {
 		t.Fatal(err)
@@ -48,7 +48,7 @@ func TestConfirmEmail(t *testing.T) {
 	apiErr(t, err, 400, "InvalidToken")
 	// Tokens expire after 15 minutes of the server's clock.
 	c.Advance(16 * time.Minute)
-	cl = bearer(s, login(t, s, "confirm.test", "pw").AccessJwt)
+	cl = bearer(s, login(t, s, "confirmacct.test", "pw").AccessJwt)
 	err = comatproto.ServerConfirmEmail(ctx, cl, &comatproto.ServerConfirmEmail_Input{Email: "confirm@example.com", Token: tok})
 	apiErr(t, err, 400, "ExpiredToken")
 	if err := comatproto.ServerRequestEmailConfirmation(ctx, cl); err != nil {
@@ -82,7 +82,7 @@ func TestConfirmEmail(t *testing.T) {
 func TestPasswordReset(t *testing.T) {
 	s := start(t, pds.Config{})
 	ctx := t.Context()
-	a := createAccount(t, s, "reset.test", "reset@example.com", "old-password")
+	a := createAccount(t, s, "resetacct.test", "reset@example.com", "old-password")
 	anon := atclient.NewAPIClient(s.URL())
 	err := comatproto.ServerRequestPasswordReset(ctx, anon, &comatproto.ServerRequestPasswordReset_Input{Email: "nobody@example.com"})
 	apiErr(t, err, 400, "InvalidRequest")
@@ -96,11 +96,11 @@ func TestPasswordReset(t *testing.T) {
 		t.Fatal(err)
 	}
 	// The old password and the old sessions are gone; the token is spent.
-	_, err = comatproto.ServerCreateSession(ctx, anon, &comatproto.ServerCreateSession_Input{Identifier: "reset.test", Password: "old-password"})
+	_, err = comatproto.ServerCreateSession(ctx, anon, &comatproto.ServerCreateSession_Input{Identifier: "resetacct.test", Password: "old-password"})
 	apiErr(t, err, 401, "AuthenticationRequired")
 	_, err = refreshErr(s, a.RefreshJwt)
 	apiErr(t, err, 400, "ExpiredToken")
-	login(t, s, "reset.test", "new-password")
+	login(t, s, "resetacct.test", "new-password")
 	err = comatproto.ServerResetPassword(ctx, anon, &comatproto.ServerResetPassword_Input{Token: tok, Password: "again"})
 	apiErr(t, err, 400, "InvalidToken")
 }

@@ -122,7 +122,7 @@ func TestRecordLifecycle(t *testing.T) {
 	apiErr(t, err, 400, "RepoNotFound")
 
 	// Writing someone else's repo.
-	b := createAccount(t, s, "other.test", "other@example.com", "pw")
+	b := createAccount(t, s, "otheracct.test", "other@example.com", "pw")
 	_, err = comatproto.RepoCreateRecord(ctx, bearer(s, b.AccessJwt), &comatproto.RepoCreateRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Record: post("x")})
 	apiErr(t, err, 401, "AuthenticationRequired")
 }

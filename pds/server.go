@@ -17,6 +17,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -43,7 +44,12 @@ const Version = "0.1.0-fakepds"
 // Config configures a Server. The zero value is a working server: a
 // temporary data dir, a random admin password, fsync off, handles under .test.
 type Config struct {
-	// Addr is the listen address of Start; "127.0.0.1:0" when empty.
+	// Addr is the listen address of Start (HOST:PORT; port 0 picks a free
+	// one). URL names the server by this host as given, a name stays a
+	// name and an IP an IP; empty, Start listens on a free loopback port
+	// and URL is http://localhost:PORT, as the reference's dev-env
+	// publishes itself (relays accept localhost:PORT, not 127.0.0.1).
+	// A wildcard host (":PORT", "0.0.0.0:PORT") is published as localhost.
 	Addr string
 	// DataDir holds the databases and blobs. When empty, New makes a
 	// temporary one and Close removes it; a DataDir given here is kept.
@@ -86,10 +92,12 @@ type Config struct {
 	// suite pays it on every login.
 	PadLogins bool
 	// PLCAddr is the listen address of the PLC directory Start serves
-	// beside the PDS; "127.0.0.1:0" when empty.
+	// beside the PDS, named in PLCURL as Addr is in URL; a free loopback
+	// port published as localhost when empty.
 	PLCAddr string
-	// PublicURL is the PDS endpoint published in DID documents; the URL
-	// Start listens on when empty.
+	// PublicURL is the PDS endpoint published in DID documents, when it is
+	// not URL (a reverse proxy, a name other machines or containers
+	// reach): an http or https URL without a path.
 	PublicURL string
 	// DIDDocWithSession puts the account's DID document in session
 	// responses (the reference's PDS_ENABLE_DID_DOC_WITH_SESSION; off by
@@ -227,11 +235,12 @@ func (s *Server) open(ctx context.Context) error {
 }
 
 func (c *Config) fill() error {
-	if c.Addr == "" {
-		c.Addr = "127.0.0.1:0"
-	}
-	if c.PLCAddr == "" {
-		c.PLCAddr = "127.0.0.1:0"
+	if c.PublicURL != "" {
+		u, err := url.Parse(c.PublicURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || strings.Trim(u.Path, "/") != "" || u.RawQuery != "" {
+			return fmt.Errorf("pds: Config.PublicURL %q: want http(s)://HOST[:PORT] without a path", c.PublicURL)
+		}
+		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
 	}
 	if c.AdminPassword == "" {
 		b := make([]byte, 18)
@@ -279,17 +288,16 @@ func (s *Server) Start() error {
 	if s.http != nil {
 		return errors.New("pds: already started")
 	}
-	ln, err := net.Listen("tcp", s.cfg.Addr)
+	ln, u, err := listen(s.cfg.Addr)
 	if err != nil {
-		return fmt.Errorf("pds: listen %s: %w", s.cfg.Addr, err)
+		return fmt.Errorf("pds: %w", err)
 	}
-	plcLn, err := net.Listen("tcp", s.cfg.PLCAddr)
+	plcLn, plcU, err := listen(s.cfg.PLCAddr)
 	if err != nil {
 		ln.Close()
-		return fmt.Errorf("pds: listen %s (PLC): %w", s.cfg.PLCAddr, err)
+		return fmt.Errorf("pds: %w (PLC)", err)
 	}
-	s.url = "http://" + ln.Addr().String()
-	s.plcURL = "http://" + plcLn.Addr().String()
+	s.url, s.plcURL = u, plcU
 	s.http = s.newHTTPServer(s.handler)
 	s.plcHTTP = s.newHTTPServer(s.plc.Handler())
 	for srv, l := range map[*http.Server]net.Listener{s.http: ln, s.plcHTTP: plcLn} {
@@ -302,6 +310,29 @@ func (s *Server) Start() error {
 	s.log.Info("fakepds listening", "url", s.url, "plc_url", s.plcURL, "data_dir", s.dataDir,
 		"fsync", s.settings.Fsync(), "synchronous", s.settings.SyncName(), "journal_mode", s.settings.JournalMode)
 	return nil
+}
+
+// listen listens on addr (a free loopback port when empty) and returns the
+// URL that names it: addr's host as given, with the port bound, and
+// localhost for an empty or wildcard host.
+func listen(addr string) (net.Listener, string, error) {
+	bind := addr
+	if bind == "" {
+		bind = "127.0.0.1:0"
+	}
+	host, _, err := net.SplitHostPort(bind)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	ln, err := net.Listen("tcp", bind)
+	if err != nil {
+		return nil, "", fmt.Errorf("listen %s: %w", bind, err)
+	}
+	_, port, _ := net.SplitHostPort(ln.Addr().String())
+	if ip := net.ParseIP(host); addr == "" || host == "" || ip != nil && ip.IsUnspecified() {
+		host = "localhost"
+	}
+	return ln, "http://" + net.JoinHostPort(host, port), nil
 }
 
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {

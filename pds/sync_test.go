@@ -17,7 +17,7 @@ func TestSyncEndpoints(t *testing.T) {
 	s := start(t, pds.Config{})
 	ctx := t.Context()
 	anon := atclient.NewAPIClient(s.URL())
-	a := createAccount(t, s, "sync.test", "sync@example.com", "pw")
+	a := createAccount(t, s, "syncacct.test", "sync@example.com", "pw")
 	cl := bearer(s, a.AccessJwt)
 	created, err := comatproto.RepoCreateRecord(ctx, cl, &comatproto.RepoCreateRecord_Input{Repo: a.Did, Collection: "app.bsky.feed.post", Record: post("proof")})
 	if err != nil {

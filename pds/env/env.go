@@ -44,8 +44,8 @@ var Table = []Var{
 	{Dir, "temporary", "Data directory. When set, it is used and kept after the server closes; otherwise a temporary one is removed on close."},
 	{Backend, "inprocess", "Which PDS the harness starts: inprocess, reference (npm @atproto/pds) or docker."},
 	{Stats, "0", "1: print per-method server-side stats (count, p50, p95, mean) when the test binary ends."},
-	{Log, "quiet", "Server log level on stderr: debug, info or warn. Unset: warnings and errors only."},
-	{Addr, "127.0.0.1:0", "Listen address (HOST:PORT) of the server the binary or harness starts."},
+	{Log, "warn", "Server log level on stderr: debug, info or warn. Unset: warn (warnings and errors only)."},
+	{Addr, "localhost:0", "Listen address (HOST:PORT) of the server the binary or harness starts. Its URL names this host as given (a name stays a name); unset, a free loopback port named http://localhost:PORT, which relays accept."},
 }
 
 // Vars holds the parsed variables.

@@ -91,7 +91,9 @@ func TestExecEnv(t *testing.T) {
 	if err := json.Unmarshal(out, &r); err != nil {
 		t.Fatalf("child said %q: %v", out, err)
 	}
-	if !strings.HasPrefix(r.Env[env.URL], "http://127.0.0.1:") || !strings.HasPrefix(r.Env[env.PLCURL], "http://127.0.0.1:") ||
+	// HARNESS_PDS_ADDR=127.0.0.1:0 names the PDS by that IP, as given; the
+	// PLC directory, given no address, is named localhost.
+	if !strings.HasPrefix(r.Env[env.URL], "http://127.0.0.1:") || !strings.HasPrefix(r.Env[env.PLCURL], "http://localhost:") ||
 		r.Env[env.AdminPassword] != "pw" || !strings.HasPrefix(r.DID, "did:plc:") {
 		t.Fatalf("child report %+v", r)
 	}

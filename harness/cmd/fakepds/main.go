@@ -1,7 +1,7 @@
 // Command fakepds runs an AT Protocol PDS for tests.
 //
-//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR] [--fixtures FILE] [--env]
-//	fakepds exec  [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
+//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL] [--dir DIR] [--fixtures FILE] [--env]
+//	fakepds exec  [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
 //
 // Once the server answers, serve prints exactly one JSON line on stdout
 // (see docs/development.md: tools in other languages rely on it) and runs
@@ -106,8 +106,9 @@ type server struct {
 }
 
 func (s *server) flags(fs *flag.FlagSet) {
-	fs.StringVar(&s.cfg.Addr, "addr", s.cfg.Addr, "listen address HOST:PORT (default 127.0.0.1:0, or "+env.Addr+")")
-	fs.StringVar(&s.cfg.PLCAddr, "plc-addr", s.cfg.PLCAddr, "listen address of the PLC directory (default 127.0.0.1:0)")
+	fs.StringVar(&s.cfg.Addr, "addr", s.cfg.Addr, "listen address HOST:PORT, named in the URL as given (default: a free loopback port named localhost, or "+env.Addr+")")
+	fs.StringVar(&s.cfg.PLCAddr, "plc-addr", s.cfg.PLCAddr, "listen address of the PLC directory (default: a free loopback port named localhost)")
+	fs.StringVar(&s.cfg.PublicURL, "public-url", s.cfg.PublicURL, "PDS endpoint published in DID documents when it is not the listen URL (a proxy, a name containers reach)")
 	fs.StringVar(&s.cfg.DataDir, "dir", s.cfg.DataDir, "data directory, kept after exit (default: a temporary one, removed; or "+env.Dir+")")
 	fs.StringVar(&s.fixtures, "fixtures", "", "fixture `FILE` to load once the server answers (see fixtures/README.md)")
 }
@@ -360,13 +361,19 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `fakepds: an AT Protocol PDS for tests
 
 Usage:
-  fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR]
-                [--fixtures FILE] [--env]
+  fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL]
+                [--dir DIR] [--fixtures FILE] [--env]
       Serve until SIGINT or SIGTERM. Once the server answers (and the
       fixture, if any, is loaded), print one JSON line on stdout:
       {"url", "plcUrl", "adminPassword", "fsync", "dir", "accounts"}
       ("accounts": the fixture's, each {"name", "handle", "did",
       "password"}). Logs go to stderr.
+      --addr HOST:PORT the URL names HOST as given (a name stays a name);
+                       by default a free loopback port named localhost,
+                       as the reference's dev-env (relays accept
+                       localhost:PORT, not 127.0.0.1).
+      --public-url URL the PDS endpoint DID documents publish, when it
+                       is not the listen URL.
       --fixtures FILE  load a fixture (fixtures/README.md) with its own
                        handles; a kept --dir remembers it and is not
                        loaded twice.
@@ -378,8 +385,8 @@ Usage:
           until grep -q '^# fakepds ready' pds.env 2>/dev/null; do sleep 0.1; done
           . ./pds.env    # go test ./... now attaches to it; kill %1 ends it
 
-  fakepds exec [--addr HOST:PORT] [--plc-addr HOST:PORT] [--dir DIR]
-               [--fixtures FILE] -- CMD ARGS...
+  fakepds exec [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL]
+               [--dir DIR] [--fixtures FILE] -- CMD ARGS...
       Start one PDS, run CMD with HARNESS_PDS_URL, HARNESS_PDS_PLC_URL and
       HARNESS_PDS_ADMIN_PASSWORD set (so "fakepds exec -- go test ./..."
       shares one PDS among all packages), stop the PDS when CMD ends and

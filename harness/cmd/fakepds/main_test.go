@@ -74,7 +74,7 @@ func TestServe(t *testing.T) {
 			if err := json.Unmarshal(sc.Bytes(), &ready); err != nil {
 				t.Fatalf("line %q: %v", sc.Text(), err)
 			}
-			if !strings.HasPrefix(ready.URL, "http://127.0.0.1:") || !strings.HasPrefix(ready.PLCURL, "http://127.0.0.1:") ||
+			if !strings.HasPrefix(ready.URL, "http://localhost:") || !strings.HasPrefix(ready.PLCURL, "http://localhost:") ||
 				ready.AdminPassword != "pw" || ready.Fsync == nil || *ready.Fsync != tc.want || ready.Dir != dir {
 				t.Fatalf("ready line %s", sc.Text())
 			}
@@ -139,6 +139,12 @@ func TestDocsListEveryVariable(t *testing.T) {
 		for _, v := range env.Table {
 			if !bytes.Contains(b, []byte(v.Name)) {
 				t.Errorf("%s does not document %s", f, v.Name)
+			}
+			// Its table row gives the same default as --help.
+			for line := range strings.Lines(string(b)) {
+				if strings.HasPrefix(line, "| `"+v.Name+"` |") && !strings.Contains(line, "| "+v.Default+" |") && !strings.Contains(line, "| `"+v.Default+"` |") {
+					t.Errorf("%s: the row of %s does not give its default %q: %s", f, v.Name, v.Default, line)
+				}
 			}
 		}
 	}
@@ -271,7 +277,7 @@ func TestServeEnv(t *testing.T) {
 	if len(lines) == 0 || lines[len(lines)-1] != readyMarker {
 		t.Fatalf("no %q line: %q\nstderr:\n%s", readyMarker, lines, stderr)
 	}
-	if !strings.HasPrefix(lines[0], "export "+env.URL+"='http://127.0.0.1:") || !slices.ContainsFunc(lines, func(l string) bool {
+	if !strings.HasPrefix(lines[0], "export "+env.URL+"='http://localhost:") || !slices.ContainsFunc(lines, func(l string) bool {
 		return strings.HasPrefix(l, "# account alice: handle alice.test, did did:plc:")
 	}) {
 		t.Fatalf("lines:\n%s", strings.Join(lines, "\n"))
