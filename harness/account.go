@@ -12,7 +12,8 @@ import (
 	"github.com/google/uuid"
 )
 
-// Account is an account made by NewAccount, with a logged-in client.
+// Account is an account on a PDS (made by NewAccount, logged in with
+// Login, or a fixture's), with a logged-in client.
 type Account struct {
 	DID      syntax.DID
 	Handle   syntax.Handle
@@ -21,6 +22,8 @@ type Account struct {
 	// Client is logged in as the account and refreshes its session when
 	// the access token expires.
 	Client *atclient.APIClient
+
+	pds *PDS
 }
 
 // AccountOption configures NewAccount.
@@ -31,6 +34,7 @@ type accountOptions struct {
 	handle   string
 	email    string
 	password string
+	invite   string
 }
 
 // WithHandlePrefix starts the generated handle with prefix (cut to keep
@@ -49,11 +53,17 @@ func WithEmail(email string) AccountOption { return func(o *accountOptions) { o.
 // WithPassword uses this password instead of a generated one.
 func WithPassword(pw string) AccountOption { return func(o *accountOptions) { o.password = pw } }
 
+// WithInviteCode creates the account with this invite code. Without it,
+// on a PDS that requires invites (WithInvites), NewAccount mints a
+// single-use code with the admin password (InviteCode).
+func WithInviteCode(code string) AccountOption { return func(o *accountOptions) { o.invite = code } }
+
 // NewAccount creates an account through com.atproto.server.createAccount,
 // with a handle no other test (in this binary or another sharing the PDS)
 // will get, and returns it with a client logged in as it.
 func (p *PDS) NewAccount(t testing.TB, opts ...AccountOption) *Account {
 	t.Helper()
+	p.alive(t, "NewAccount")
 	o := accountOptions{}
 	for _, opt := range opts {
 		opt(&o)
@@ -68,19 +78,65 @@ func (p *PDS) NewAccount(t testing.TB, opts ...AccountOption) *Account {
 	if o.password == "" {
 		o.password = "pw-" + id[16:]
 	}
-	out, err := comatproto.ServerCreateAccount(t.Context(), atclient.NewAPIClient(p.url), &comatproto.ServerCreateAccount_Input{
-		Handle: o.handle, Email: &o.email, Password: &o.password,
-	})
+	in := &comatproto.ServerCreateAccount_Input{Handle: o.handle, Email: &o.email, Password: &o.password}
+	if o.invite == "" && p.invitesRequired(t) {
+		o.invite = p.InviteCode(t)
+	}
+	if o.invite != "" {
+		in.InviteCode = &o.invite
+	}
+	out, err := comatproto.ServerCreateAccount(t.Context(), p.Client(), in)
 	if err != nil {
 		t.Fatalf("harness.NewAccount(%s): %v", o.handle, err)
 	}
 	// Resume the session createAccount opened rather than logging in
 	// again: one round trip less per account.
-	client := atclient.ResumePasswordSession(atclient.PasswordSessionData{
-		AccessToken: out.AccessJwt, RefreshToken: out.RefreshJwt, AccountDID: syntax.DID(out.Did), Host: p.url,
-	}, nil)
-	return &Account{DID: syntax.DID(out.Did), Handle: syntax.Handle(out.Handle), Email: o.email, Password: o.password, Client: client}
+	return p.account(syntax.DID(out.Did), syntax.Handle(out.Handle), o.email, o.password, out.AccessJwt, out.RefreshJwt)
 }
+
+func (p *PDS) account(did syntax.DID, handle syntax.Handle, email, password, access, refresh string) *Account {
+	client := atclient.ResumePasswordSession(atclient.PasswordSessionData{
+		AccessToken: access, RefreshToken: refresh, AccountDID: did, Host: p.url,
+	}, nil)
+	return &Account{DID: did, Handle: handle, Email: email, Password: password, Client: client, pds: p}
+}
+
+// Login logs in to an account made some other way (by the code under
+// test, by hand with createAccount) with its handle, email or DID and
+// password, and returns it as an *Account for the seed helpers.
+func (p *PDS) Login(t testing.TB, identifier, password string) *Account {
+	t.Helper()
+	p.alive(t, "Login")
+	out, err := comatproto.ServerCreateSession(t.Context(), p.Client(), &comatproto.ServerCreateSession_Input{Identifier: identifier, Password: password})
+	if err != nil {
+		t.Fatalf("harness.Login(%s): %v", identifier, err)
+	}
+	email := ""
+	if out.Email != nil {
+		email = *out.Email
+	}
+	return p.account(syntax.DID(out.Did), syntax.Handle(out.Handle), email, password, out.AccessJwt, out.RefreshJwt)
+}
+
+// InviteCode mints a single-use invite code with the admin password
+// (com.atproto.server.createInviteCode).
+func (p *PDS) InviteCode(t testing.TB) string {
+	t.Helper()
+	p.alive(t, "InviteCode")
+	out, err := comatproto.ServerCreateInviteCode(t.Context(), p.AdminClient(), &comatproto.ServerCreateInviteCode_Input{UseCount: 1})
+	if err != nil {
+		t.Fatalf("harness.InviteCode: %v", err)
+	}
+	return out.Code
+}
+
+// Client is an anonymous client of the PDS: public queries,
+// createAccount, createSession.
+func (p *PDS) Client() *atclient.APIClient { return atclient.NewAPIClient(p.url) }
+
+// AdminClient is a client of the PDS with the admin's HTTP Basic
+// credentials: com.atproto.admin.*, createInviteCode.
+func (p *PDS) AdminClient() *atclient.APIClient { return atclient.NewAdminClient(p.url, p.adminPassword) }
 
 // uniqueLabel is a handle's first label: the prefix (if any) and enough of
 // a random UUID to be unique, within the 18 characters a service handle's
@@ -100,15 +156,30 @@ func uniqueLabel(prefix, id string) string {
 // handleDomain is the first handle domain the PDS offers, asked once.
 func (p *PDS) handleDomain(t testing.TB) string {
 	t.Helper()
+	p.describe()
+	return p.domain
+}
+
+// invitesRequired says whether createAccount needs an invite code.
+func (p *PDS) invitesRequired(t testing.TB) bool {
+	t.Helper()
+	p.describe()
+	return p.invites
+}
+
+// describe asks describeServer once what NewAccount needs to know.
+func (p *PDS) describe() {
 	p.domainOnce.Do(func() {
-		out, err := comatproto.ServerDescribeServer(context.Background(), atclient.NewAPIClient(p.url))
-		if err != nil || len(out.AvailableUserDomains) == 0 {
-			p.domain = ".test"
+		p.domain = ".test"
+		out, err := comatproto.ServerDescribeServer(context.Background(), p.Client())
+		if err != nil {
 			return
 		}
-		p.domain = out.AvailableUserDomains[0]
+		if len(out.AvailableUserDomains) > 0 {
+			p.domain = out.AvailableUserDomains[0]
+		}
+		p.invites = out.InviteCodeRequired != nil && *out.InviteCodeRequired
 	})
-	return p.domain
 }
 
 // Directory resolves this PDS's handles and DIDs with indigo's identity

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"log/slog"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,80 +15,103 @@ import (
 )
 
 // The backends behind the harness API (HARNESS_PDS_BACKEND): inprocess,
-// the default, is fakepds in this process (harness.go); reference is the
-// npm reference PDS run by scripts/reference-pds (backend_reference.go);
-// docker is the official image ghcr.io/bluesky-social/pds
-// (backend_docker.go). The last two answer over HTTP like a PDS attached
+// the default, is fakepds in this process and always here. The others
+// live in packages of their own, so that importing harness costs a test
+// binary only the in-process PDS: a binary that imports
+//
+//	_ "github.com/fakepds/fakepds/harness/backend/reference" // the npm reference PDS
+//	_ "github.com/fakepds/fakepds/harness/backend/docker"    // the official image
+//
+// can run its tests on that backend (HARNESS_PDS_BACKEND=reference, or
+// NewBackend(t, "reference")). They answer over HTTP like a PDS attached
 // to with Attach: every helper works, the powers (clock, faults, emails,
 // stats) skip the test because the PDS is not fakepds.
 
 // ErrBackendUnavailable is wrapped by the error of a backend that cannot
-// run on this machine (no Docker engine reachable): a test skips with it,
-// it does not fail.
+// run on this machine (no Docker engine reachable). Tests fail with it
+// unless they asked to skip (SkipUnavailable).
 var ErrBackendUnavailable = errors.New("backend unavailable on this machine")
 
-// backendClosers holds how to stop what startBackend started for a PDS
-// (a launcher subprocess, a container), so that PDS needs no field for it.
-var backendClosers sync.Map // *PDS -> func() error
+// A Backend starts a PDS of one kind for the harness, from the
+// HARNESS_PDS_* variables (vars.Backend names it), logging to logger
+// (nil: only what HARNESS_PDS_LOG asks for). The PDS it returns is made
+// with Started, so that Close stops what it started.
+type Backend func(vars env.Vars, logger *slog.Logger) (*PDS, error)
 
-// startBackend starts the PDS of vars.Backend. For reference with
-// vars.URL set it attaches instead. Options that edit the server's Config
-// (WithConfig, WithInvites) only exist in-process: with another backend
-// they are an error rather than silently ignored. Fixtures load as on any
-// PDS.
+var (
+	backendsMu sync.Mutex
+	backends   = map[string]Backend{}
+)
+
+// backendPackages are where the backends HARNESS_PDS_BACKEND accepts live,
+// for the error that says which import is missing.
+var backendPackages = map[string]string{
+	"reference": "github.com/fakepds/fakepds/harness/backend/reference",
+	"docker":    "github.com/fakepds/fakepds/harness/backend/docker",
+}
+
+// RegisterBackend makes a backend available by name to
+// HARNESS_PDS_BACKEND and NewBackend. Backend packages call it from init;
+// registering a name twice panics, as database/sql's Register does.
+func RegisterBackend(name string, b Backend) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	if _, dup := backends[name]; dup || name == "inprocess" {
+		panic("harness: RegisterBackend called twice for " + name)
+	}
+	backends[name] = b
+}
+
+func backend(name string) (Backend, error) {
+	backendsMu.Lock()
+	defer backendsMu.Unlock()
+	if b, ok := backends[name]; ok {
+		return b, nil
+	}
+	if pkg, ok := backendPackages[name]; ok {
+		return nil, fmt.Errorf("harness: the %s backend is not linked into this test binary: add to one of its _test.go files\n\n\timport _ %q", name, pkg)
+	}
+	names := []string{"inprocess"}
+	for n := range backends {
+		names = append(names, n)
+	}
+	slices.Sort(names[1:])
+	return nil, fmt.Errorf("harness: unknown backend %q (linked here: %s)", name, strings.Join(names, ", "))
+}
+
+// startBackend starts the PDS of vars.Backend. Options that edit the
+// server's Config (WithConfig, WithInvites, WithAddr, WithPublicURL) only
+// exist in-process: with another backend they are an error rather than
+// silently ignored. Fixtures load as on any PDS.
 func startBackend(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
-	s := apply(opts)
-	if vars.Backend != "inprocess" && !reflect.DeepEqual(s.cfg, pds.Config{}) {
-		return nil, fmt.Errorf("harness: WithConfig and WithInvites need the inprocess backend; %s=%s runs with its own configuration", env.Backend, vars.Backend)
-	}
-	var (
-		p      *PDS
-		closer func() error
-		err    error
-	)
-	switch vars.Backend {
-	case "", "inprocess":
+	if vars.Backend == "" || vars.Backend == "inprocess" {
 		return start(vars, logger, opts)
-	case "reference":
-		if vars.URL != "" {
-			p = Attach(vars.URL, vars.PLCURL, vars.AdminPassword)
-			break
-		}
-		p, closer, err = startReference(vars, logger)
-	case "docker":
-		p, closer, err = startDocker(vars, logger)
-	default:
-		return nil, fmt.Errorf("harness: %s=%q: accepted values are inprocess, reference, docker", env.Backend, vars.Backend)
 	}
+	s := apply(opts)
+	if !reflect.DeepEqual(s.cfg, pds.Config{}) {
+		return nil, fmt.Errorf("harness: WithConfig, WithInvites, WithAddr and WithPublicURL need the inprocess backend; %s=%s runs with its own configuration", env.Backend, vars.Backend)
+	}
+	b, err := backend(vars.Backend)
 	if err != nil {
 		return nil, err
 	}
-	if closer != nil {
-		backendClosers.Store(p, closer)
+	p, err := b(vars, logger)
+	if err != nil {
+		return nil, err
 	}
 	if err := p.ready(s); err != nil {
-		return nil, errors.Join(err, closeBackend(p))
+		return nil, errors.Join(err, p.close())
 	}
 	return p, nil
 }
 
-// closeBackend stops what startBackend started for p: the launcher, the
-// container. For any other PDS it does nothing. PDS.Close should call it
-// for a PDS without an in-process server.
-func closeBackend(p *PDS) error {
-	c, ok := backendClosers.LoadAndDelete(p)
-	if !ok {
-		return nil
-	}
-	return c.(func() error)()
-}
-
-// NewBackend starts a private PDS of the named backend (inprocess,
-// reference or docker) for this test, closed by t.Cleanup, whatever
-// HARNESS_PDS_BACKEND says; the other HARNESS_PDS_* variables apply as for
-// New. A backend that cannot run on this machine (no Docker engine) skips
-// the test and says why. Starting the reference takes seconds: start one
-// per test binary or per suite, not per test.
+// NewBackend starts a private PDS of the named backend (inprocess, or one
+// linked in: reference, docker) for this test, closed by t.Cleanup,
+// whatever HARNESS_PDS_BACKEND says; the other HARNESS_PDS_* variables
+// apply as for New. A backend that cannot run on this machine (no Docker
+// engine) fails the test, or skips it with SkipUnavailable. Starting the
+// reference takes seconds: start one per test binary or per suite, not
+// per test.
 func NewBackend(t testing.TB, backend string, opts ...Option) *PDS {
 	t.Helper()
 	vars, err := env.Read()
@@ -99,47 +123,17 @@ func NewBackend(t testing.TB, backend string, opts ...Option) *PDS {
 	if backend != "reference" {
 		vars.URL = ""
 	}
-	p, err := startBackend(vars, slog.New(slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelInfo})), opts)
-	if errors.Is(err, ErrBackendUnavailable) {
+	p, err := startBackend(vars, testLogger(t), opts)
+	if errors.Is(err, ErrBackendUnavailable) && apply(opts).skipUnavailable {
 		t.Skipf("harness.NewBackend(%s): %v", backend, err)
 	}
 	if err != nil {
 		t.Fatalf("harness.NewBackend(%s): %v", backend, err)
 	}
 	t.Cleanup(func() {
-		var err error
-		if p.srv != nil {
-			err = p.Close()
-		} else {
-			err = closeBackend(p)
-		}
-		if err != nil {
+		if err := p.close(); err != nil {
 			t.Errorf("harness: close %s PDS: %v", backend, err)
 		}
 	})
 	return p
-}
-
-// tail keeps the last bytes written to it: a subprocess's stderr, for the
-// error that says why it did not start.
-type tail struct {
-	mu  sync.Mutex
-	buf []byte
-	max int
-}
-
-func (w *tail) Write(b []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	w.buf = append(w.buf, b...)
-	if len(w.buf) > w.max {
-		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.max:]...)
-	}
-	return len(b), nil
-}
-
-func (w *tail) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return strings.TrimSpace(string(w.buf))
 }

@@ -1,179 +1,13 @@
 package harness
 
 import (
-	"errors"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
+	"fmt"
+	"log/slog"
 	"strings"
 	"testing"
 
-	"github.com/bluesky-social/indigo/atproto/syntax"
-	dc "github.com/ory/dockertest/v3/docker"
-
 	"github.com/fakepds/fakepds/pds/env"
 )
-
-func TestDockerRunOptions(t *testing.T) {
-	p := dockerParams{
-		Image: DockerImage, Tag: DockerTag, HostPort: 41234,
-		PLCURL: "http://host.docker.internal:2582", AdminPassword: "adm",
-		JWTSecret: "jwt", RotationKeyHex: "ab12", RecoveryDIDKey: "did:key:zQ3sh",
-		PatchDir: "/tmp/x/patch",
-	}
-	o := dockerRunOptions(p)
-	if o.Repository != "ghcr.io/bluesky-social/pds" || o.Tag == "" || o.Tag == "latest" {
-		t.Errorf("image %s:%s: want the official image at a pinned tag", o.Repository, o.Tag)
-	}
-	want := []string{
-		"PDS_DEV_MODE=true",
-		"PDS_PORT=41234", // the PDS's public URL is http://localhost:PDS_PORT
-		"PDS_HOSTNAME=localhost",
-		"PDS_DID_PLC_URL=http://host.docker.internal:2582",
-		"PDS_ADMIN_PASSWORD=adm",
-		"PDS_JWT_SECRET=jwt",
-		"PDS_PLC_ROTATION_KEY_K256_PRIVATE_KEY_HEX=ab12",
-		"PDS_RECOVERY_DID_KEY=did:key:zQ3sh",
-		"PDS_SERVICE_HANDLE_DOMAINS=.test,.example",
-		"PDS_INVITE_REQUIRED=false",
-		"PDS_RATE_LIMITS_ENABLED=false",
-		"PDS_BLOBSTORE_DISK_LOCATION=/pds/blocks",
-		"NODE_OPTIONS=--require=/fakepds/sync-off.cjs",
-		"LOG_ENABLED=false",
-	}
-	for _, kv := range want {
-		if !slices.Contains(o.Env, kv) {
-			t.Errorf("env lacks %s; env: %q", kv, o.Env)
-		}
-	}
-	if !slices.IsSorted(o.Env) {
-		t.Errorf("env not sorted (unstable across runs): %q", o.Env)
-	}
-	if !slices.Equal(o.Mounts, []string{"/tmp/x/patch:/fakepds:ro"}) {
-		t.Errorf("mounts %q", o.Mounts)
-	}
-	if !slices.Equal(o.ExposedPorts, []string{"41234/tcp"}) {
-		t.Errorf("exposed ports %q", o.ExposedPorts)
-	}
-	b := o.PortBindings[dc.Port("41234/tcp")]
-	if len(o.PortBindings) != 1 || len(b) != 1 || b[0].HostIP != "127.0.0.1" || b[0].HostPort != "41234" {
-		t.Errorf("port bindings %+v: want 41234/tcp on 127.0.0.1:41234 only", o.PortBindings)
-	}
-	if !slices.Contains(o.ExtraHosts, "host.docker.internal:host-gateway") {
-		t.Errorf("extra hosts %q: the container must reach the fake PLC on the host", o.ExtraHosts)
-	}
-	if !slices.Equal(o.Cmd, []string{"node", "--enable-source-maps", "index.js"}) {
-		t.Errorf("cmd %q", o.Cmd)
-	}
-
-	// HARNESS_PDS_FSYNC=1: the stock image, unpatched.
-	p.Fsync, p.Log = true, true
-	o = dockerRunOptions(p)
-	for _, kv := range o.Env {
-		if strings.HasPrefix(kv, "NODE_OPTIONS=") {
-			t.Errorf("fsync on, yet %s", kv)
-		}
-	}
-	if len(o.Mounts) != 0 {
-		t.Errorf("fsync on, yet mounts %q", o.Mounts)
-	}
-	if !slices.Contains(o.Env, "LOG_ENABLED=true") {
-		t.Errorf("HARNESS_PDS_LOG set, yet env %q", o.Env)
-	}
-}
-
-// The patch must be what launch.mjs does to the npm reference: only add
-// synchronous to the pragmas, keep everything passed.
-func TestDockerSyncOffPatch(t *testing.T) {
-	for _, s := range []string{"createRequire('/app/index.js')", "Database.sqlite = function (location, opts)", "...(o.pragmas ?? {}), synchronous: 'OFF'"} {
-		if !strings.Contains(dockerSyncOff, s) {
-			t.Errorf("patch lacks %q", s)
-		}
-	}
-}
-
-// The patch runs as Node would run it in the container: loaded with
-// --require before the app, it wraps the Database.sqlite the app then
-// uses. A stub @atproto/pds stands in for the image's.
-func TestDockerSyncOffPatchRuns(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("needs node on PATH")
-	}
-	dir := t.TempDir()
-	pkg := filepath.Join(dir, "node_modules", "@atproto", "pds")
-	files := map[string]string{
-		filepath.Join(pkg, "package.json"): `{"name": "@atproto/pds", "main": "index.js"}`,
-		filepath.Join(pkg, "index.js"):     `exports.Database = class { static sqlite(location, opts) { return opts } }`,
-		filepath.Join(dir, "index.js"): `const { Database } = require('@atproto/pds')
-console.log(JSON.stringify([Database.sqlite('a', { pragmas: { journal_mode: 'WAL' } }), Database.sqlite('seq', { journal_mode: 'WAL' }), Database.sqlite('b')]))`,
-		filepath.Join(dir, dockerPatchFile): strings.Replace(dockerSyncOff, "/app/index.js", filepath.Join(dir, "index.js"), 1),
-	}
-	for name, content := range files {
-		if err := os.MkdirAll(filepath.Dir(name), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(name, []byte(content), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	cmd := exec.Command(node, "index.js")
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "NODE_OPTIONS=--require="+filepath.Join(dir, dockerPatchFile))
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("node: %v", err)
-	}
-	want := `[{"pragmas":{"journal_mode":"WAL","synchronous":"OFF"}},{"journal_mode":"WAL","pragmas":{"synchronous":"OFF"}},{"pragmas":{"synchronous":"OFF"}}]`
-	if got := strings.TrimSpace(string(out)); got != want {
-		t.Fatalf("the app opened databases with\n%s\nwant\n%s", got, want)
-	}
-}
-
-func TestDockerBackend(t *testing.T) {
-	t.Parallel()
-	p := NewBackend(t, "docker") // skips without an engine, saying so
-	exerciseBackend(t, p)
-}
-
-func TestReferenceBackend(t *testing.T) {
-	t.Parallel()
-	vars, err := env.Read()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if vars.Backend != "reference" {
-		t.Skipf("starts the npm reference PDS: run with %s=reference after scripts/reference-pds/install.sh", env.Backend)
-	}
-	p := NewBackend(t, "reference")
-	exerciseBackend(t, p)
-}
-
-// exerciseBackend checks the harness API works on a PDS that is not
-// fakepds: accounts, writes, the firehose, the directory; powers skip.
-func exerciseBackend(t *testing.T, p *PDS) {
-	t.Helper()
-	if p.Server() != nil {
-		t.Fatal("a backend PDS has an in-process server")
-	}
-	fh := p.Firehose(t)
-	a := p.NewAccount(t)
-	post := a.Post(t, "hello from the harness")
-	fh.Require(func(e Event) bool { return e.DID == a.DID.String() && e.HasOp("create", "app.bsky.feed.post/") })
-	p.RequireRecord(t, post.URI)
-	ident, err := p.Directory().LookupHandle(t.Context(), a.Handle)
-	if err != nil || ident.DID != a.DID {
-		t.Fatalf("LookupHandle(%s) = %v, %v", a.Handle, ident, err)
-	}
-	if _, err := syntax.ParseDID(a.DID.String()); err != nil {
-		t.Fatal(err)
-	}
-	t.Run("powers skip", func(t *testing.T) {
-		p.Fail(t, "com.atproto.repo.createRecord", 1, 500, "InternalServerError")
-		t.Fatal("Fail did not skip on a PDS that is not fakepds")
-	})
-}
 
 func TestStartBackendRefusesConfig(t *testing.T) {
 	for _, backend := range []string{"reference", "docker"} {
@@ -182,72 +16,77 @@ func TestStartBackendRefusesConfig(t *testing.T) {
 			t.Errorf("%s with WithInvites: err = %v, want a refusal naming inprocess", backend, err)
 		}
 	}
-	_, err := startBackend(env.Vars{Backend: "nope"}, nil, nil)
-	if err == nil {
-		t.Error("unknown backend accepted")
+}
+
+// A backend this binary does not link says which import brings it.
+func TestBackendNotLinked(t *testing.T) {
+	_, err := startBackend(env.Vars{Backend: "docker"}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), `import _ "github.com/fakepds/fakepds/harness/backend/docker"`) {
+		t.Fatalf("err = %v, want the import that links the docker backend", err)
+	}
+	if _, err := startBackend(env.Vars{Backend: "nope"}, nil, nil); err == nil || !strings.Contains(err.Error(), "inprocess") {
+		t.Fatalf("unknown backend: err = %v", err)
 	}
 }
 
-func TestStartBackendInprocess(t *testing.T) {
-	p, err := startBackend(env.Vars{Backend: "inprocess"}, nil, nil)
+// A backend's PDS is closed by Close through what it started (Started),
+// once; and NewBackend fails on an unavailable backend unless the test
+// asked to skip.
+func TestRegisteredBackend(t *testing.T) {
+	local := New(t)
+	stops := 0
+	RegisterBackend("test-started", func(vars env.Vars, _ *slog.Logger) (*PDS, error) {
+		return Started(local.URL(), local.PLCURL(), local.AdminPassword(), func() error { stops++; return nil }), nil
+	})
+	RegisterBackend("test-unavailable", func(env.Vars, *slog.Logger) (*PDS, error) {
+		return nil, fmt.Errorf("%w: no engine here", ErrBackendUnavailable)
+	})
+	p, err := startBackend(env.Vars{Backend: "test-started"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer p.Close()
-	if p.Server() == nil {
-		t.Fatal("inprocess backend has no server")
+	if p.Server() != nil {
+		t.Fatal("a backend's PDS has an in-process server")
 	}
-	if err := closeBackend(p); err != nil {
-		t.Fatal(err)
+	if err := p.Close(); err != nil || stops != 1 {
+		t.Fatalf("Close = %v, %d stops", err, stops)
 	}
-}
+	if err := p.Close(); err != nil || stops != 1 {
+		t.Fatalf("second Close = %v, %d stops", err, stops)
+	}
 
-func TestReferenceAttach(t *testing.T) {
-	// With HARNESS_PDS_URL the reference backend starts nothing.
-	p, err := startBackend(env.Vars{Backend: "reference", URL: "http://127.0.0.1:1/", PLCURL: "http://127.0.0.1:2", AdminPassword: "pw"}, nil, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if p.URL() != "http://127.0.0.1:1" || p.PLCURL() != "http://127.0.0.1:2" || p.AdminPassword() != "pw" {
-		t.Fatalf("attached to %s %s %s", p.URL(), p.PLCURL(), p.AdminPassword())
-	}
-	if err := closeBackend(p); err != nil {
-		t.Fatal(err)
-	}
-}
-
-func TestReferenceCommand(t *testing.T) {
-	environ := []string{"PATH=/bin", "HARNESS_PDS_FSYNC=1", "HARNESS_PDS_DIR=/old", "HOME=/root"}
-	argv, envv, err := referenceCommand("/src/scripts/reference-pds/run.sh", env.Vars{Addr: "127.0.0.1:4000", AdminPassword: "pw"}, environ)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !slices.Equal(argv, []string{"/src/scripts/reference-pds/run.sh", "--port", "4000"}) {
-		t.Errorf("argv %q", argv)
-	}
-	for _, kv := range []string{"PATH=/bin", "HOME=/root", "HARNESS_PDS_FSYNC=0", "HARNESS_PDS_ADMIN_PASSWORD=pw"} {
-		if !slices.Contains(envv, kv) {
-			t.Errorf("env lacks %s: %q", kv, envv)
+	for _, tc := range []struct {
+		opts       []Option
+		skip, fail bool
+	}{
+		{nil, false, true},
+		{[]Option{SkipUnavailable()}, true, false},
+	} {
+		r := &recorder{TB: t}
+		func() {
+			defer func() { _ = recover() }()
+			NewBackend(r, "test-unavailable", tc.opts...)
+		}()
+		if r.skipped != tc.skip || r.failed != tc.fail || !strings.Contains(r.msg, "no engine here") {
+			t.Errorf("NewBackend(unavailable, %d opts): skipped %v, failed %v (%s)", len(tc.opts), r.skipped, r.failed, r.msg)
 		}
 	}
-	for _, kv := range envv {
-		if strings.HasPrefix(kv, "HARNESS_PDS_DIR=") || kv == "HARNESS_PDS_FSYNC=1" {
-			t.Errorf("env keeps %s, which vars overrode", kv)
-		}
-	}
-	argv, _, err = referenceCommand("run.sh", env.Vars{Addr: "127.0.0.1:0"}, nil)
-	if err != nil || len(argv) != 1 {
-		t.Errorf("port 0: argv %q, %v", argv, err)
-	}
-	if _, err := referenceScript(); err != nil {
-		t.Errorf("referenceScript: %v", err)
-	}
 }
 
-func TestDockerEngineUnavailable(t *testing.T) {
-	t.Setenv("DOCKER_HOST", "unix:///nonexistent/docker.sock")
-	_, err := dockerEngine()
-	if !errors.Is(err, ErrBackendUnavailable) {
-		t.Fatalf("err = %v, want ErrBackendUnavailable", err)
-	}
+// recorder observes a testing.TB's Skipf and Fatalf instead of obeying
+// them (they panic, to stop the helper as Goexit would).
+type recorder struct {
+	testing.TB
+	skipped, failed bool
+	msg             string
+}
+
+func (r *recorder) Helper() {}
+func (r *recorder) Skipf(format string, args ...any) {
+	r.skipped, r.msg = true, fmt.Sprintf(format, args...)
+	panic("skip")
+}
+func (r *recorder) Fatalf(format string, args ...any) {
+	r.failed, r.msg = true, fmt.Sprintf(format, args...)
+	panic("fatal")
 }

@@ -18,8 +18,8 @@ func TestPostShowsUpOnTheFirehose(t *testing.T) {
 	post := alice.Post(t, "hello world")
 
 	// Other tests share the PDS: match on this test's account.
-	e := fh.Require(func(e harness.Event) bool {
-		return e.DID == alice.DID.String() && e.HasOp("create", "app.bsky.feed.post/")
+	e := fh.Require(t, func(e harness.Event) bool {
+		return e.DID == alice.DID && e.HasOp("create", "app.bsky.feed.post/")
 	})
 	if e.Commit.Rev == "" {
 		t.Fatalf("event %v has no rev", e)

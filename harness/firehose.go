@@ -12,6 +12,7 @@ import (
 	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/bluesky-social/indigo/events"
 	"github.com/bluesky-social/indigo/events/schedulers/sequential"
 	"github.com/gorilla/websocket"
@@ -22,7 +23,7 @@ import (
 type Event struct {
 	Seq  int64
 	Type string // "#commit", "#sync", "#identity", "#account", "#info", or "error"
-	DID  string
+	DID  syntax.DID // the repo's or account's; empty for #info and errors
 
 	Commit   *comatproto.SyncSubscribeRepos_Commit
 	Sync     *comatproto.SyncSubscribeRepos_Sync
@@ -47,6 +48,22 @@ func (e Event) HasOp(action, prefix string) bool {
 	return false
 }
 
+// HasRecordOp reports whether a #commit event holds an op with this
+// action ("create", "update", "delete") on the record at uri, in uri's
+// repo: what a test checks after a write that returned uri.
+func (e Event) HasRecordOp(action string, uri syntax.ATURI) bool {
+	if e.Commit == nil || e.Commit.Repo != uri.Authority().String() {
+		return false
+	}
+	path := uri.Collection().String() + "/" + uri.RecordKey().String()
+	for _, op := range e.Commit.Ops {
+		if op.Action == action && op.Path == path {
+			return true
+		}
+	}
+	return false
+}
+
 func (e Event) String() string {
 	return fmt.Sprintf("%s seq=%d did=%s", e.Type, e.Seq, e.DID)
 }
@@ -54,17 +71,32 @@ func (e Event) String() string {
 // Firehose is a subscription to the PDS's com.atproto.sync.subscribeRepos,
 // read with indigo's own consumer. It ends with the test.
 type Firehose struct {
-	t      testing.TB
+	url    string
+	wait   time.Duration
 	events chan Event
 	done   chan struct{}
 	mu     sync.Mutex
 	err    error
+	// What the waits saw, for the message of one that found nothing:
+	// read by the goroutine that waits, one at a time.
+	skipped int
+	last    Event
 }
 
 // FirehoseOption configures Firehose.
 type FirehoseOption func(*firehoseOptions)
 
-type firehoseOptions struct{ cursor *int64 }
+type firehoseOptions struct {
+	cursor *int64
+	wait   time.Duration
+}
+
+// WaitAtMost bounds each wait of the subscription (Next, WaitFor, WaitSeq,
+// Require) at d instead of DefaultWait, when the context (or the test)
+// has no earlier deadline.
+func WaitAtMost(d time.Duration) FirehoseOption {
+	return func(o *firehoseOptions) { o.wait = d }
+}
 
 // FromSeq replays every event after seq, then goes live (0: from the
 // oldest retained event).
@@ -77,9 +109,13 @@ func FromSeq(seq int64) FirehoseOption {
 // test makes next is seen.
 func (p *PDS) Firehose(t testing.TB, opts ...FirehoseOption) *Firehose {
 	t.Helper()
-	var o firehoseOptions
+	p.alive(t, "Firehose")
+	o := firehoseOptions{wait: DefaultWait}
 	for _, opt := range opts {
 		opt(&o)
+	}
+	if o.wait <= 0 {
+		t.Fatalf("harness.Firehose: WaitAtMost(%s): a wait must be positive", o.wait)
 	}
 	u := "ws" + strings.TrimPrefix(p.url, "http") + "/xrpc/com.atproto.sync.subscribeRepos"
 	if o.cursor != nil {
@@ -89,7 +125,7 @@ func (p *PDS) Firehose(t testing.TB, opts ...FirehoseOption) *Firehose {
 	if err != nil {
 		t.Fatalf("harness.Firehose: %v", err)
 	}
-	f := &Firehose{t: t, events: make(chan Event, 10_000), done: make(chan struct{})}
+	f := &Firehose{url: u, wait: o.wait, events: make(chan Event, 10_000), done: make(chan struct{})}
 	send := func(e Event) error {
 		select {
 		case f.events <- e:
@@ -100,16 +136,16 @@ func (p *PDS) Firehose(t testing.TB, opts ...FirehoseOption) *Firehose {
 	}
 	cb := &events.RepoStreamCallbacks{
 		RepoCommit: func(e *comatproto.SyncSubscribeRepos_Commit) error {
-			return send(Event{Seq: e.Seq, Type: "#commit", DID: e.Repo, Commit: e})
+			return send(Event{Seq: e.Seq, Type: "#commit", DID: syntax.DID(e.Repo), Commit: e})
 		},
 		RepoSync: func(e *comatproto.SyncSubscribeRepos_Sync) error {
-			return send(Event{Seq: e.Seq, Type: "#sync", DID: e.Did, Sync: e})
+			return send(Event{Seq: e.Seq, Type: "#sync", DID: syntax.DID(e.Did), Sync: e})
 		},
 		RepoIdentity: func(e *comatproto.SyncSubscribeRepos_Identity) error {
-			return send(Event{Seq: e.Seq, Type: "#identity", DID: e.Did, Identity: e})
+			return send(Event{Seq: e.Seq, Type: "#identity", DID: syntax.DID(e.Did), Identity: e})
 		},
 		RepoAccount: func(e *comatproto.SyncSubscribeRepos_Account) error {
-			return send(Event{Seq: e.Seq, Type: "#account", DID: e.Did, Account: e})
+			return send(Event{Seq: e.Seq, Type: "#account", DID: syntax.DID(e.Did), Account: e})
 		},
 		RepoInfo: func(e *comatproto.SyncSubscribeRepos_Info) error {
 			return send(Event{Type: "#info", Info: e})
@@ -137,52 +173,87 @@ func (p *PDS) Firehose(t testing.TB, opts ...FirehoseOption) *Firehose {
 	return f
 }
 
-// DefaultWait bounds the waits of a Firehose when the context has no
-// deadline of its own: long enough for a loaded CI machine, short enough
-// that a missing event fails the test instead of hanging it.
+// DefaultWait bounds each wait of the harness (a Firehose's, WaitCaughtUp,
+// WaitSubscribers) when the context or test has no earlier deadline: long
+// enough for a loaded CI machine, short enough that a missing event fails
+// the test instead of hanging it. A Firehose takes another bound with
+// WaitAtMost.
 const DefaultWait = 10 * time.Second
 
-func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
-	if _, ok := ctx.Deadline(); ok {
+// bounded is ctx cut at d from now, unless its own deadline comes first.
+func bounded(ctx context.Context, d time.Duration) (context.Context, context.CancelFunc) {
+	if dl, ok := ctx.Deadline(); ok && time.Until(dl) < d {
 		return context.WithCancel(ctx)
 	}
-	return context.WithTimeout(ctx, DefaultWait)
+	return context.WithTimeout(ctx, d)
 }
 
 // ErrFirehoseClosed: the subscription ended (the server closed it, or the
 // test did).
 var ErrFirehoseClosed = errors.New("harness: firehose closed")
 
-// Next returns the next event, waiting at most until ctx ends (or
-// DefaultWait when ctx has no deadline).
+// ErrNoEvent is wrapped by the error of a wait that ended (its bound, its
+// context) before an event it wanted came.
+var ErrNoEvent = errors.New("harness: firehose: no matching event")
+
+// Next returns the next event, waiting at most until ctx ends or the
+// subscription's bound (DefaultWait, or WaitAtMost's) passes.
 func (f *Firehose) Next(ctx context.Context) (Event, error) {
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := bounded(ctx, f.wait)
 	defer cancel()
+	f.skipped, f.last = 0, Event{}
+	return f.next(ctx, time.Now())
+}
+
+func (f *Firehose) next(ctx context.Context, began time.Time) (Event, error) {
 	select {
 	case e, ok := <-f.events:
 		if !ok {
 			f.mu.Lock()
 			defer f.mu.Unlock()
-			return Event{}, fmt.Errorf("%w: %v", ErrFirehoseClosed, f.err)
+			return Event{}, fmt.Errorf("%w (%s): %v", ErrFirehoseClosed, f.url, f.err)
 		}
 		return e, nil
 	case <-ctx.Done():
-		return Event{}, fmt.Errorf("harness: no firehose event: %w", ctx.Err())
+		return Event{}, f.timeout(ctx, began)
 	}
 }
 
-// WaitFor skips events until one satisfies match and returns it.
+// timeout says what a wait saw before it gave up, and what bounded it.
+func (f *Firehose) timeout(ctx context.Context, began time.Time) error {
+	bound := fmt.Sprintf("the wait's bound (%s; harness.WaitAtMost changes it)", f.wait)
+	if f.wait == DefaultWait {
+		bound = fmt.Sprintf("harness.DefaultWait (%s; harness.WaitAtMost or a context deadline changes it)", DefaultWait)
+	}
+	if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+		bound = "its context"
+	} else if dl, ok := ctx.Deadline(); ok && dl.Sub(began) < f.wait-time.Millisecond {
+		bound = "the context's deadline"
+	}
+	last := "no event arrived"
+	if f.last.Type != "" {
+		last = fmt.Sprintf("%d skipped; the last: %s", f.skipped, f.last)
+	}
+	return fmt.Errorf("%w after %s, ended by %s: %s: %w", ErrNoEvent, time.Since(began).Round(time.Millisecond), bound, last, ctx.Err())
+}
+
+// WaitFor skips events until one satisfies match and returns it. When
+// none comes in time its error says how many it skipped and the last one.
 func (f *Firehose) WaitFor(ctx context.Context, match func(Event) bool) (Event, error) {
-	ctx, cancel := bounded(ctx)
+	ctx, cancel := bounded(ctx, f.wait)
 	defer cancel()
+	began := time.Now()
+	f.skipped, f.last = 0, Event{}
 	for {
-		e, err := f.Next(ctx)
+		e, err := f.next(ctx, began)
 		if err != nil {
 			return Event{}, err
 		}
 		if match(e) {
 			return e, nil
 		}
+		f.skipped++
+		f.last = e
 	}
 }
 
@@ -191,12 +262,13 @@ func (f *Firehose) WaitSeq(ctx context.Context, seq int64) (Event, error) {
 	return f.WaitFor(ctx, func(e Event) bool { return e.Seq >= seq })
 }
 
-// Require is WaitFor that fails the test when no event matches in time.
-func (f *Firehose) Require(match func(Event) bool) Event {
-	f.t.Helper()
-	e, err := f.WaitFor(f.t.Context(), match)
+// Require is WaitFor that fails t (the test that calls it: a subtest may
+// use its parent's subscription) when no event matches in time.
+func (f *Firehose) Require(t testing.TB, match func(Event) bool) Event {
+	t.Helper()
+	e, err := f.WaitFor(t.Context(), match)
 	if err != nil {
-		f.t.Fatalf("harness: firehose: %v", err)
+		t.Fatal(err)
 	}
 	return e
 }

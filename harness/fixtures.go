@@ -4,8 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"github.com/bluesky-social/indigo/atproto/atclient"
-
 	"github.com/fakepds/fakepds/fixtures"
 )
 
@@ -65,10 +63,7 @@ func (p *PDS) FixtureAccount(t testing.TB, name string) *Account {
 	if fa == nil {
 		t.Fatalf("harness.FixtureAccount(%q): the fixture has no account of that name", name)
 	}
-	a := &Account{DID: fa.DID, Handle: fa.Handle, Email: fa.Email, Password: fa.Password,
-		Client: atclient.ResumePasswordSession(atclient.PasswordSessionData{
-			AccessToken: fa.AccessJwt, RefreshToken: fa.RefreshJwt, AccountDID: fa.DID, Host: p.url,
-		}, nil)}
+	a := p.account(fa.DID, fa.Handle, fa.Email, fa.Password, fa.AccessJwt, fa.RefreshJwt)
 	actual, _ := p.fixtureAccounts.LoadOrStore(name, a)
 	return actual.(*Account)
 }

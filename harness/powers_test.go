@@ -19,8 +19,8 @@ func TestSeedAndFirehose(t *testing.T) {
 	fh := p.Firehose(t)
 
 	post := alice.Post(t, "hello")
-	e := fh.Require(func(e harness.Event) bool {
-		return e.DID == alice.DID.String() && e.HasOp("create", "app.bsky.feed.post/")
+	e := fh.Require(t, func(e harness.Event) bool {
+		return e.DID == alice.DID && e.HasOp("create", "app.bsky.feed.post/")
 	})
 	if e.Commit == nil || e.Seq == 0 {
 		t.Fatalf("event %v", e)
@@ -41,7 +41,7 @@ func TestSeedAndFirehose(t *testing.T) {
 	}
 	bob.DeleteRecord(t, like.URI)
 	p.RequireNoRecord(t, like.URI)
-	fh.Require(func(e harness.Event) bool {
+	fh.Require(t, func(e harness.Event) bool {
 		return e.HasOp("delete", like.URI.Collection().String()+"/"+like.URI.RecordKey().String())
 	})
 }

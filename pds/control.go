@@ -21,6 +21,7 @@ import (
 //	POST   /_fakepds/faults           add a rule (faults.Rule as JSON)
 //	DELETE /_fakepds/faults           clear the rules
 //	POST   /_fakepds/firehose/drop    disconnect every firehose subscriber
+//	GET    /_fakepds/firehose/subscribers  {"subscribers": live subscriptions}
 //	GET    /_fakepds/clock            {"now", "offsetNs"}
 //	POST   /_fakepds/clock            {"advanceNs": n} moves the clock forward
 //	GET    /_fakepds/outbox           captured emails (?to=<email or DID>&purpose=...)
@@ -66,6 +67,10 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 	})
 	h("POST /_fakepds/firehose/drop", func(w http.ResponseWriter, r *http.Request) error {
 		xrpc.WriteJSON(w, http.StatusOK, map[string]int{"dropped": s.firehose.Drop()})
+		return nil
+	})
+	h("GET /_fakepds/firehose/subscribers", func(w http.ResponseWriter, r *http.Request) error {
+		xrpc.WriteJSON(w, http.StatusOK, map[string]int{"subscribers": s.firehose.Subscribers()})
 		return nil
 	})
 	h("GET /_fakepds/clock", func(w http.ResponseWriter, r *http.Request) error {

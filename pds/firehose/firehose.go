@@ -213,6 +213,13 @@ func (h *Handler) Close() {
 	h.wg.Wait()
 }
 
+// Subscribers is how many subscriptions are being served now.
+func (h *Handler) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
 // Drop disconnects every current subscriber (a fault a test injects to
 // exercise a consumer's reconnect); new subscriptions are still served.
 func (h *Handler) Drop() int {

@@ -234,7 +234,7 @@ func TestShared(t *testing.T) {
 		"pkgb/b_test.go": testFile("pkgb", `harness.Main(m)`, `
 	fh := p.Firehose(t)
 	post := a.Post(t, "hello")
-	fh.Require(func(e harness.Event) bool { return e.DID == a.DID.String() && e.HasOp("create", "app.bsky.feed.post/") })
+	fh.Require(t, func(e harness.Event) bool { return e.DID == a.DID && e.HasOp("create", "app.bsky.feed.post/") })
 	p.RequireRecord(t, post.URI)
 	if ident, err := p.Directory().LookupHandle(t.Context(), a.Handle); err != nil || ident.DID != a.DID {
 		t.Fatalf("LookupHandle(%s) = %v, %v", a.Handle, ident, err)

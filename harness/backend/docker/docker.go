@@ -1,4 +1,13 @@
-package harness
+// Package docker is the harness's docker backend: the official PDS image
+// (ghcr.io/bluesky-social/pds), pinned, run through dockertest. Import it
+// for its side effect to make HARNESS_PDS_BACKEND=docker and
+// harness.NewBackend(t, "docker") work in a test binary:
+//
+//	import _ "github.com/fakepds/fakepds/harness/backend/docker"
+//
+// It lives apart from package harness so that a test binary that does
+// not import it links none of the Docker client.
+package docker
 
 import (
 	"context"
@@ -19,24 +28,27 @@ import (
 	"github.com/ory/dockertest/v3"
 	dc "github.com/ory/dockertest/v3/docker"
 
+	"github.com/fakepds/fakepds/harness"
 	"github.com/fakepds/fakepds/pds/env"
 	"github.com/fakepds/fakepds/pds/plc"
 	"github.com/fakepds/fakepds/pds/store"
 )
 
+func init() { harness.RegisterBackend("docker", start) }
+
 // The docker backend runs the official PDS image, pinned, in dev mode, with
 // its PLC pointed at a fake PLC directory served by this process (package
 // plc) and SQLite at synchronous=OFF unless HARNESS_PDS_FSYNC=1, as the
 // reference backend runs. It needs a Docker engine (DOCKER_HOST or the
-// default socket); without one it is ErrBackendUnavailable.
+// default socket); without one it is harness.ErrBackendUnavailable.
 
 // The image the docker backend runs. 0.4.219 is the newest release of
 // github.com/bluesky-social/pds when this was pinned; it bundles
 // @atproto/pds 0.4.219, older than the npm reference (see
 // scripts/reference-pds/package.json).
 const (
-	DockerImage = "ghcr.io/bluesky-social/pds"
-	DockerTag   = "0.4.219"
+	Image = "ghcr.io/bluesky-social/pds"
+	Tag   = "0.4.219"
 )
 
 const (
@@ -157,20 +169,20 @@ func dockerRunOptions(p dockerParams) *dockertest.RunOptions {
 func dockerEngine() (*dockertest.Pool, error) {
 	pool, err := dockertest.NewPool("")
 	if err != nil {
-		return nil, fmt.Errorf("%w: no Docker engine reachable: %v", ErrBackendUnavailable, err)
+		return nil, fmt.Errorf("%w: no Docker engine reachable: %v", harness.ErrBackendUnavailable, err)
 	}
 	if err := pool.Client.Ping(); err != nil {
-		return nil, fmt.Errorf("%w: no Docker engine reachable at %s: %v", ErrBackendUnavailable, pool.Client.Endpoint(), err)
+		return nil, fmt.Errorf("%w: no Docker engine reachable at %s: %v", harness.ErrBackendUnavailable, pool.Client.Endpoint(), err)
 	}
 	return pool, nil
 }
 
 // startDocker starts the fake PLC, then the container, and waits for
 // /xrpc/_health.
-func startDocker(vars env.Vars, logger *slog.Logger) (p *PDS, closer func() error, err error) {
+func start(vars env.Vars, logger *slog.Logger) (p *harness.PDS, err error) {
 	pool, err := dockerEngine()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	var cleanups []func() error
 	cleanup := func() error {
@@ -188,27 +200,27 @@ func startDocker(vars env.Vars, logger *slog.Logger) (p *PDS, closer func() erro
 
 	dir, err := os.MkdirTemp("", "fakepds-docker-")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cleanups = append(cleanups, func() error { return os.RemoveAll(dir) })
 	patchDir := filepath.Join(dir, "patch")
 	if err := os.MkdirAll(patchDir, 0o755); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := os.WriteFile(filepath.Join(patchDir, dockerPatchFile), []byte(dockerSyncOff), 0o644); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 
 	// The fake PLC listens on every interface: the container reaches the
 	// host through its bridge, not through loopback.
 	dirPLC, err := plc.Open(context.Background(), filepath.Join(dir, "plc"), plc.Options{Store: store.Options{Fsync: vars.Fsync}, NoRateLimit: true})
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cleanups = append(cleanups, dirPLC.Close)
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	plcSrv := &http.Server{Handler: dirPLC.Handler(), ReadHeaderTimeout: 10 * time.Second}
 	go plcSrv.Serve(ln)
@@ -217,26 +229,26 @@ func startDocker(vars env.Vars, logger *slog.Logger) (p *PDS, closer func() erro
 
 	hostPort, err := freePort()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	key, err := atcrypto.GeneratePrivateKeyK256()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	recovery, err := atcrypto.GeneratePrivateKeyK256()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	recoveryPub, err := recovery.PublicKey()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	admin := vars.AdminPassword
 	if admin == "" {
 		admin = randomHex(16)
 	}
 	params := dockerParams{
-		Image: DockerImage, Tag: DockerTag,
+		Image: Image, Tag: Tag,
 		HostPort:       hostPort,
 		PLCURL:         "http://host.docker.internal:" + strconv.Itoa(plcPort),
 		AdminPassword:  admin,
@@ -252,11 +264,11 @@ func startDocker(vars env.Vars, logger *slog.Logger) (p *PDS, closer func() erro
 		hc.RestartPolicy = dc.RestartPolicy{Name: "no"}
 	})
 	if err != nil {
-		return nil, nil, fmt.Errorf("harness: run %s:%s: %w", DockerImage, DockerTag, err)
+		return nil, fmt.Errorf("docker backend: run %s:%s: %w", Image, Tag, err)
 	}
 	cleanups = append(cleanups, func() error { return pool.Purge(res) })
 	if err := res.Expire(dockerExpire); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	url := "http://127.0.0.1:" + strconv.Itoa(hostPort)
 	pool.MaxWait = dockerReadyTimeout
@@ -272,12 +284,12 @@ func startDocker(vars env.Vars, logger *slog.Logger) (p *PDS, closer func() erro
 		}
 		return nil
 	}); err != nil {
-		return nil, nil, fmt.Errorf("harness: container %s did not answer /xrpc/_health: %w", res.Container.ID, err)
+		return nil, fmt.Errorf("docker backend: container %s did not answer /xrpc/_health: %w", res.Container.ID, err)
 	}
 	if logger != nil {
-		logger.Info("docker PDS ready", "image", DockerImage+":"+DockerTag, "url", url, "container", res.Container.ID)
+		logger.Info("docker PDS ready", "image", Image+":"+Tag, "url", url, "container", res.Container.ID)
 	}
-	return Attach(url, "http://127.0.0.1:"+strconv.Itoa(plcPort), admin), cleanup, nil
+	return harness.Started(url, "http://127.0.0.1:"+strconv.Itoa(plcPort), admin, cleanup), nil
 }
 
 // freePort is a TCP port free on 127.0.0.1 right now.

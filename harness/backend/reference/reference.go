@@ -1,4 +1,14 @@
-package harness
+// Package reference is the harness's reference backend: the npm reference
+// PDS (@atproto/pds, run by scripts/reference-pds/run.sh from fakepds's
+// source tree, after scripts/reference-pds/install.sh). Import it for its
+// side effect to make HARNESS_PDS_BACKEND=reference and
+// harness.NewBackend(t, "reference") work in a test binary:
+//
+//	import _ "github.com/fakepds/fakepds/harness/backend/reference"
+//
+// With HARNESS_PDS_URL set it starts nothing and attaches to that URL (a
+// reference PDS some other process runs).
+package reference
 
 import (
 	"bufio"
@@ -14,10 +24,23 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"sync"
 	"time"
 
+	"github.com/fakepds/fakepds/harness"
 	"github.com/fakepds/fakepds/pds/env"
 )
+
+func init() { harness.RegisterBackend("reference", start) }
+
+// start attaches to HARNESS_PDS_URL when it is set, or starts the
+// launcher.
+func start(vars env.Vars, logger *slog.Logger) (*harness.PDS, error) {
+	if vars.URL != "" {
+		return harness.Attach(vars.URL, vars.PLCURL, vars.AdminPassword), nil
+	}
+	return startReference(vars, logger)
+}
 
 // The reference backend runs scripts/reference-pds/run.sh (npm
 // @atproto/pds with an in-memory PLC) as a subprocess. It prints one JSON
@@ -42,11 +65,11 @@ type referenceReady struct {
 func referenceScript() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
-		return "", errors.New("harness: cannot locate the harness's source to find scripts/reference-pds")
+		return "", errors.New("reference backend: cannot locate the harness's source to find scripts/reference-pds")
 	}
-	script := filepath.Join(filepath.Dir(file), "..", "scripts", "reference-pds", "run.sh")
+	script := filepath.Join(filepath.Dir(file), "..", "..", "..", "scripts", "reference-pds", "run.sh")
 	if _, err := os.Stat(script); err != nil {
-		return "", fmt.Errorf("harness: the reference backend needs fakepds's source tree: %w", err)
+		return "", fmt.Errorf("reference backend: the reference backend needs fakepds's source tree: %w", err)
 	}
 	return filepath.Clean(script), nil
 }
@@ -58,7 +81,7 @@ func referenceCommand(script string, vars env.Vars, environ []string) (args, env
 	if vars.Addr != "" {
 		_, port, err := net.SplitHostPort(vars.Addr)
 		if err != nil {
-			return nil, nil, fmt.Errorf("harness: %s=%q: %w", env.Addr, vars.Addr, err)
+			return nil, nil, fmt.Errorf("reference backend: %s=%q: %w", env.Addr, vars.Addr, err)
 		}
 		if port != "" && port != "0" {
 			args = append(args, "--port", port)
@@ -84,24 +107,24 @@ func referenceCommand(script string, vars env.Vars, environ []string) (args, env
 }
 
 // startReference starts the launcher and waits for its line.
-func startReference(vars env.Vars, logger *slog.Logger) (*PDS, func() error, error) {
+func startReference(vars env.Vars, logger *slog.Logger) (*harness.PDS, error) {
 	script, err := referenceScript()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	argv, envv, err := referenceCommand(script, vars, os.Environ())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Env = envv
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	stderr := &tail{max: 16 << 10}
 	var logw io.Writer = stderr
@@ -112,7 +135,7 @@ func startReference(vars env.Vars, logger *slog.Logger) (*PDS, func() error, err
 	}
 	cmd.Stderr = logw
 	if err := cmd.Start(); err != nil {
-		return nil, nil, fmt.Errorf("harness: start %s: %w", script, err)
+		return nil, fmt.Errorf("reference backend: start %s: %w", script, err)
 	}
 	exited := make(chan error, 1)
 	lines := make(chan string, 1)
@@ -131,14 +154,14 @@ func startReference(vars env.Vars, logger *slog.Logger) (*PDS, func() error, err
 			return err
 		case <-time.After(20 * time.Second):
 			_ = cmd.Process.Kill()
-			return fmt.Errorf("harness: the reference PDS did not stop within 20 s of its stdin closing; killed: %v", <-exited)
+			return fmt.Errorf("reference backend: the reference PDS did not stop within 20 s of its stdin closing; killed: %v", <-exited)
 		}
 	}
-	fail := func(err error) (*PDS, func() error, error) {
+	fail := func(err error) (*harness.PDS, error) {
 		// It watches stdin only once ready: before that, kill it.
 		_ = cmd.Process.Kill()
 		<-exited
-		return nil, nil, err
+		return nil, err
 	}
 	var line string
 	select {
@@ -150,21 +173,21 @@ func startReference(vars env.Vars, logger *slog.Logger) (*PDS, func() error, err
 		if errors.As(err, &ee) && ee.ExitCode() == 3 {
 			why = " (not installed: run scripts/reference-pds/install.sh)"
 		}
-		return fail(fmt.Errorf("harness: the reference PDS exited before it was ready: %v%s\n%s", err, why, stderr))
+		return fail(fmt.Errorf("reference backend: the reference PDS exited before it was ready: %v%s\n%s", err, why, stderr))
 	case <-time.After(referenceStartTimeout):
-		return fail(fmt.Errorf("harness: the reference PDS was not ready within %s\n%s", referenceStartTimeout, stderr))
+		return fail(fmt.Errorf("reference backend: the reference PDS was not ready within %s\n%s", referenceStartTimeout, stderr))
 	}
 	var ready referenceReady
 	if err := json.Unmarshal([]byte(line), &ready); err != nil || ready.URL == "" {
-		return fail(fmt.Errorf("harness: the reference launcher printed %q, not its JSON line: %v", line, err))
+		return fail(fmt.Errorf("reference backend: the reference launcher printed %q, not its JSON line: %v", line, err))
 	}
 	if ready.Fsync != vars.Fsync {
-		return fail(fmt.Errorf("harness: the reference PDS runs with fsync=%v, %s asked for %v", ready.Fsync, env.Fsync, vars.Fsync))
+		return fail(fmt.Errorf("reference backend: the reference PDS runs with fsync=%v, %s asked for %v", ready.Fsync, env.Fsync, vars.Fsync))
 	}
 	if logger != nil {
 		logger.Info("reference PDS ready", "url", ready.URL, "plcUrl", ready.PLCURL, "version", ready.Version, "pid", cmd.Process.Pid)
 	}
-	return Attach(ready.URL, ready.PLCURL, ready.AdminPassword), stop, nil
+	return harness.Started(ready.URL, ready.PLCURL, ready.AdminPassword, stop), nil
 }
 
 // logLines sends a subprocess's output to a logger, a record per line.
@@ -184,4 +207,28 @@ func (w *logLines) Write(b []byte) (int, error) {
 		w.l.Info(string(w.part[:i]))
 		w.part = w.part[i+1:]
 	}
+}
+
+// tail keeps the last bytes written to it: a subprocess's stderr, for the
+// error that says why it did not start.
+type tail struct {
+	mu  sync.Mutex
+	buf []byte
+	max int
+}
+
+func (w *tail) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.buf = append(w.buf, b...)
+	if len(w.buf) > w.max {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.max:]...)
+	}
+	return len(b), nil
+}
+
+func (w *tail) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return strings.TrimSpace(string(w.buf))
 }
