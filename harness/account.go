@@ -136,7 +136,9 @@ func (p *PDS) Client() *atclient.APIClient { return atclient.NewAPIClient(p.url)
 
 // AdminClient is a client of the PDS with the admin's HTTP Basic
 // credentials: com.atproto.admin.*, createInviteCode.
-func (p *PDS) AdminClient() *atclient.APIClient { return atclient.NewAdminClient(p.url, p.adminPassword) }
+func (p *PDS) AdminClient() *atclient.APIClient {
+	return atclient.NewAdminClient(p.url, p.adminPassword)
+}
 
 // uniqueLabel is a handle's first label: the prefix (if any) and enough of
 // a random UUID to be unique, within the 18 characters a service handle's

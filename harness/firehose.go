@@ -22,7 +22,7 @@ import (
 // named by Type.
 type Event struct {
 	Seq  int64
-	Type string // "#commit", "#sync", "#identity", "#account", "#info", or "error"
+	Type string     // "#commit", "#sync", "#identity", "#account", "#info", or "error"
 	DID  syntax.DID // the repo's or account's; empty for #info and errors
 
 	Commit   *comatproto.SyncSubscribeRepos_Commit

@@ -170,7 +170,9 @@ func (p *PDS) WaitSubscribers(t testing.TB, n int) {
 	t.Helper()
 	got := 0
 	poll(t, DefaultWait, func() bool { got = p.FirehoseSubscribers(t); return got >= n },
-		func() string { return fmt.Sprintf("harness: WaitSubscribers: %d firehose subscribers after %s, want %d", got, DefaultWait, n) })
+		func() string {
+			return fmt.Sprintf("harness: WaitSubscribers: %d firehose subscribers after %s, want %d", got, DefaultWait, n)
+		})
 }
 
 // WaitCaughtUp waits until a consumer under test has processed every
