@@ -19,6 +19,11 @@ test-short: ## the quick subset
 bench: ## every benchmark; see docs/perf.md for how the figures there were made
 	$(GO) test -run '^$$' -bench . -benchmem ./...
 
+.PHONY: fuzz
+FUZZTIME ?= 30s
+fuzz: ## every fuzz target for FUZZTIME each (default 30s), one after another; crashers land in testdata/fuzz/ (scripts/fuzz.sh)
+	FUZZTIME=$(FUZZTIME) GO=$(GO) scripts/fuzz.sh
+
 lint: ## gofmt, go vet, staticcheck
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt would change:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...

@@ -1,0 +1,112 @@
+package pds_test
+
+import (
+	"testing"
+)
+
+func FuzzCreateAccount(f *testing.F) {
+	fuzzBody(f, "com.atproto.server.createAccount",
+		`{"handle":"carol.test","email":"carol@example.com","password":"carol-password"}`,
+		`{"handle":"alice.test","email":"new@example.com","password":"pw"}`,
+		`{"handle":"dave.test","email":"alice@example.com","password":"pw"}`,
+		`{"handle":"Erin.TEST","email":"erin@example.com","password":"pw","inviteCode":"x"}`,
+		`{"handle":"frank.test","email":"frank@example.com","password":"pw","did":"$alice"}`,
+		`{"handle":"gina.test","email":"gina@example.com","password":"pw","did":"did:plc:aaaaaaaaaaaaaaaaaaaaaaaa","plcOp":{"type":"plc_operation"}}`,
+		`{"handle":"hank.test","email":"hank@example.com","recoveryKey":"did:key:zQ3shXjHeiBuRCKmM36cuYnm7YEMzhGnCmCyW92sRJ9pribSF"}`,
+		`{"handle":"x.test","email":"not an email","password":"pw"}`,
+		`{"handle":"ivy.example.com","email":"ivy@example.com","password":"pw"}`,
+		`{"handle":1,"email":"a@example.com"}`,
+	)
+}
+
+func FuzzCreateSession(f *testing.F) {
+	fuzzBody(f, "com.atproto.server.createSession",
+		`{"identifier":"alice.test","password":"alice-password"}`,
+		`{"identifier":"$alice","password":"alice-password"}`,
+		`{"identifier":"alice@example.com","password":"alice-password","authFactorToken":"123"}`,
+		`{"identifier":"ALICE.TEST","password":"wrong"}`,
+		`{"identifier":"nobody.test","password":"pw","allowTakendown":true}`,
+		`{"identifier":"","password":""}`,
+		`{"identifier":"alice.test"}`,
+	)
+}
+
+func FuzzUpdateHandle(f *testing.F) {
+	fuzzBody(f, "com.atproto.identity.updateHandle",
+		`{"handle":"alice2.test"}`,
+		`{"handle":"alice.test"}`,
+		`{"handle":"bob.test"}`,
+		`{"handle":"ALICE3.Test"}`,
+		`{"handle":"alice.example.com"}`,
+		`{"handle":"$alice"}`,
+		`{"handle":"ab.test"}`,
+		`{"handle":"-x-.test"}`,
+		`{"handle":null}`,
+	)
+}
+
+// procedure is a procedure of FuzzProcedures. resets: a success may leave
+// the seeded accounts unusable for later inputs (deleted, taken down, a
+// new password), so the server is renewed after one.
+type procedure struct {
+	nsid   string
+	resets bool
+	seeds  []string
+}
+
+// procedures are the other procedures with JSON input: the session,
+// lifecycle, email, invite, app password, preference, PLC and admin
+// methods.
+var procedures = []procedure{
+	{nsid: "com.atproto.server.createAppPassword", seeds: []string{`{"name":"ci"}`, `{"name":"ci-priv","privileged":true}`}},
+	{nsid: "com.atproto.server.revokeAppPassword", seeds: []string{`{"name":"ci"}`, `{"name":""}`}},
+	{nsid: "app.bsky.actor.putPreferences", seeds: []string{
+		`{"preferences":[{"$type":"app.bsky.actor.defs#adultContentPref","enabled":false}]}`,
+		`{"preferences":[{"$type":"app.bsky.actor.defs#personalDetailsPref","birthDate":"1990-01-01T00:00:00.000Z"}]}`,
+		`{"preferences":[{"$type":"com.example.pref"}]}`, `{"preferences":[{}]}`, `{"preferences":{}}`}},
+	{nsid: "com.atproto.server.deactivateAccount", resets: true, seeds: []string{`{}`, `{"deleteAfter":"2030-01-01T00:00:00Z"}`, `{"deleteAfter":"soon"}`}},
+	{nsid: "com.atproto.server.deleteAccount", resets: true, seeds: []string{`{"did":"$alice","password":"alice-password","token":"AAAAA-BBBBB"}`}},
+	{nsid: "com.atproto.server.confirmEmail", seeds: []string{`{"email":"alice@example.com","token":"AAAAA-BBBBB"}`, `{"email":"ALICE@example.com"}`}},
+	{nsid: "com.atproto.server.requestPasswordReset", seeds: []string{`{"email":"alice@example.com"}`, `{"email":"nobody@example.com"}`}},
+	{nsid: "com.atproto.server.resetPassword", resets: true, seeds: []string{`{"token":"AAAAA-BBBBB","password":"new-password"}`}},
+	{nsid: "com.atproto.server.updateEmail", resets: true, seeds: []string{`{"email":"alice2@example.com"}`, `{"email":"alice3@example.com","token":"AAAAA-BBBBB"}`, `{"email":"bob@example.com"}`}},
+	{nsid: "com.atproto.server.createInviteCode", seeds: []string{`{"useCount":1}`, `{"useCount":2,"forAccount":"$alice"}`, `{"useCount":-1}`}},
+	{nsid: "com.atproto.server.createInviteCodes", seeds: []string{`{"codeCount":2,"useCount":1}`, `{"codeCount":1,"useCount":1,"forAccounts":["$alice","$bob"]}`}},
+	{nsid: "com.atproto.identity.signPlcOperation", seeds: []string{`{"token":"AAAAA-BBBBB","alsoKnownAs":["at://alice.test"]}`, `{}`}},
+	{nsid: "com.atproto.identity.submitPlcOperation", resets: true, seeds: []string{`{"operation":{"type":"plc_operation","rotationKeys":[],"verificationMethods":{},"alsoKnownAs":[],"services":{},"prev":null,"sig":"x"}}`, `{"operation":null}`}},
+	{nsid: "com.atproto.admin.updateSubjectStatus", resets: true, seeds: []string{
+		`{"subject":{"$type":"com.atproto.admin.defs#repoRef","did":"$alice"},"takedown":{"applied":true,"ref":"t1"}}`,
+		`{"subject":{"$type":"com.atproto.admin.defs#repoRef","did":"$bob"},"deactivated":{"applied":true}}`,
+		`{"subject":{"$type":"com.atproto.repo.strongRef","uri":"at://$alice/app.bsky.feed.post/3l4b6g6qbvs2a","cid":"` + seedCID + `"},"takedown":{"applied":true}}`,
+		`{"subject":{"$type":"com.atproto.admin.defs#repoBlobRef","did":"$alice","cid":"` + seedCID + `"},"takedown":{"applied":false}}`}},
+	{nsid: "com.atproto.admin.updateAccountHandle", resets: true, seeds: []string{`{"did":"$alice","handle":"alice9.test"}`, `{"did":"$alice","handle":"bob.test"}`}},
+	{nsid: "com.atproto.admin.updateAccountEmail", resets: true, seeds: []string{`{"account":"$alice","email":"a9@example.com"}`, `{"account":"alice.test","email":"bob@example.com"}`}},
+	{nsid: "com.atproto.admin.updateAccountPassword", resets: true, seeds: []string{`{"did":"$alice","password":"x"}`}},
+	{nsid: "com.atproto.admin.deleteAccount", resets: true, seeds: []string{`{"did":"$alice"}`, `{"did":"did:plc:aaaaaaaaaaaaaaaaaaaaaaaa"}`}},
+	{nsid: "com.atproto.admin.sendEmail", seeds: []string{`{"recipientDid":"$alice","senderDid":"$bob","content":"hi","subject":"s"}`}},
+	{nsid: "com.atproto.admin.disableAccountInvites", resets: true, seeds: []string{`{"account":"$alice","note":"n"}`}},
+	{nsid: "com.atproto.admin.enableAccountInvites", seeds: []string{`{"account":"$alice"}`}},
+	{nsid: "com.atproto.admin.disableInviteCodes", resets: true, seeds: []string{`{"codes":["x"],"accounts":["$alice"]}`, `{}`}},
+}
+
+// FuzzProcedures is fuzzBody for the procedures above, one target: the
+// method is part of the input.
+func FuzzProcedures(f *testing.F) {
+	p := newFuzzPDS(f)
+	for i, m := range procedures {
+		auth := seedAuth(m.nsid)
+		for _, s := range m.seeds {
+			f.Add(uint8(i), auth, s)
+		}
+		f.Add(uint8(i), uint8(1), m.seeds[0])
+		f.Add(uint8(i), auth, "")
+	}
+	f.Fuzz(func(t *testing.T, method, auth uint8, body string) {
+		m := procedures[int(method)%len(procedures)]
+		c := fuzzCall{NSID: m.nsid, Auth: p.auth(auth), Body: p.expand(body), NoBody: body == ""}
+		r, ok := p.check(t, c)
+		if ok && r.Status == 200 && m.resets {
+			p.renew(t)
+		}
+	})
+}
