@@ -37,19 +37,19 @@ import (
 
 // registerAdmin adds the com.atproto.admin.* methods.
 func (s *Server) registerAdmin(x *xrpc.Mux) {
-	x.Handle(xrpc.Query, nsidGetAccountInfo, s.adminGetAccountInfo)
-	x.Handle(xrpc.Query, nsidGetAccountInfos, s.adminGetAccountInfos)
-	x.Handle(xrpc.Procedure, nsidUpdateSubjectStatus, s.adminUpdateSubjectStatus)
-	x.Handle(xrpc.Query, nsidGetSubjectStatus, s.adminGetSubjectStatus)
-	x.Handle(xrpc.Procedure, "com.atproto.admin.updateAccountHandle", s.adminUpdateAccountHandle)
-	x.Handle(xrpc.Procedure, "com.atproto.admin.updateAccountEmail", s.adminUpdateAccountEmail)
-	x.Handle(xrpc.Procedure, "com.atproto.admin.updateAccountPassword", s.adminUpdateAccountPassword)
-	x.Handle(xrpc.Procedure, "com.atproto.admin.deleteAccount", s.adminDeleteAccount)
-	x.Handle(xrpc.Procedure, nsidSendEmail, s.adminSendEmail)
-	x.Handle(xrpc.Procedure, nsidDisableAccountInvites, s.adminSetAccountInvites(true))
-	x.Handle(xrpc.Procedure, nsidEnableAccountInvites, s.adminSetAccountInvites(false))
-	x.Handle(xrpc.Procedure, nsidDisableInviteCodes, s.adminDisableInviteCodes)
-	x.Handle(xrpc.Query, nsidGetInviteCodes, s.adminGetInviteCodes)
+	s.handle(x, xrpc.Query, nsidGetAccountInfo, moderator, s.adminGetAccountInfo)
+	s.handle(x, xrpc.Query, nsidGetAccountInfos, moderator, s.adminGetAccountInfos)
+	s.handle(x, xrpc.Procedure, nsidUpdateSubjectStatus, moderator, s.adminUpdateSubjectStatus)
+	s.handle(x, xrpc.Query, nsidGetSubjectStatus, moderator, s.adminGetSubjectStatus)
+	s.handle(x, xrpc.Procedure, "com.atproto.admin.updateAccountHandle", adminAuth, s.adminUpdateAccountHandle)
+	s.handle(x, xrpc.Procedure, "com.atproto.admin.updateAccountEmail", adminAuth, s.adminUpdateAccountEmail)
+	s.handle(x, xrpc.Procedure, "com.atproto.admin.updateAccountPassword", adminAuth, s.adminUpdateAccountPassword)
+	s.handle(x, xrpc.Procedure, "com.atproto.admin.deleteAccount", adminAuth, s.adminDeleteAccount)
+	s.handle(x, xrpc.Procedure, nsidSendEmail, moderator, s.adminSendEmail)
+	s.handle(x, xrpc.Procedure, nsidDisableAccountInvites, moderator, s.adminSetAccountInvites(true))
+	s.handle(x, xrpc.Procedure, nsidEnableAccountInvites, moderator, s.adminSetAccountInvites(false))
+	s.handle(x, xrpc.Procedure, nsidDisableInviteCodes, moderator, s.adminDisableInviteCodes)
+	s.handle(x, xrpc.Query, nsidGetInviteCodes, moderator, s.adminGetInviteCodes)
 }
 
 const (
@@ -213,13 +213,10 @@ func (s *Server) accountViews(ctx context.Context, dids []string) ([]adminAccoun
 	return views, nil
 }
 
-func (s *Server) adminGetAccountInfo(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) adminGetAccountInfo(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	p := lexParams{nsidGetAccountInfo, r}
 	did, err := p.str("did", true, "did")
 	if err != nil {
-		return err
-	}
-	if err := s.moderator(r, nsidGetAccountInfo); err != nil {
 		return err
 	}
 	views, err := s.accountViews(r.Context(), []string{did})
@@ -233,13 +230,10 @@ func (s *Server) adminGetAccountInfo(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
-func (s *Server) adminGetAccountInfos(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) adminGetAccountInfos(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	p := lexParams{nsidGetAccountInfos, r}
 	dids, err := p.strs("dids", true, "did")
 	if err != nil {
-		return err
-	}
-	if err := s.moderator(r, nsidGetAccountInfos); err != nil {
 		return err
 	}
 	views, err := s.accountViews(r.Context(), dids)
@@ -335,8 +329,8 @@ func parseStatusAttr(in *lexObject, key string) (*statusAttr, json.RawMessage, e
 	return a, in.m[key], nil
 }
 
-func (s *Server) adminUpdateSubjectStatus(w http.ResponseWriter, r *http.Request) error {
-	in, err := adminInput(r, s.moderator(r, nsidUpdateSubjectStatus))
+func (s *Server) adminUpdateSubjectStatus(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	in, err := decodeLexInput(r)
 	if err != nil {
 		return err
 	}
@@ -525,7 +519,7 @@ type subjectStatusOutput struct {
 
 var errSubjectNotFound = xrpc.InvalidRequest("NotFound", "Subject not found")
 
-func (s *Server) adminGetSubjectStatus(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) adminGetSubjectStatus(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	p := lexParams{nsidGetSubjectStatus, r}
 	did, err := p.str("did", false, "did")
 	if err != nil {
@@ -537,9 +531,6 @@ func (s *Server) adminGetSubjectStatus(w http.ResponseWriter, r *http.Request) e
 	}
 	blob, err := p.str("blob", false, "cid")
 	if err != nil {
-		return err
-	}
-	if err := s.moderator(r, nsidGetSubjectStatus); err != nil {
 		return err
 	}
 	ctx := r.Context()
@@ -633,8 +624,8 @@ func (s *Server) blobStatus(ctx context.Context, did, c string) (*subjectStatusO
 
 // ---------------------------------------------------------------- account overrides
 
-func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request) error {
-	in, err := adminInput(r, s.admin(r))
+func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	in, err := decodeLexInput(r)
 	if err != nil {
 		return err
 	}
@@ -654,8 +645,8 @@ func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request
 	return ok(w)
 }
 
-func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request) error {
-	in, err := adminInput(r, s.admin(r))
+func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	in, err := decodeLexInput(r)
 	if err != nil {
 		return err
 	}
@@ -693,8 +684,8 @@ func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request)
 	return ok(w)
 }
 
-func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Request) error {
-	in, err := adminInput(r, s.admin(r))
+func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	in, err := decodeLexInput(r)
 	if err != nil {
 		return err
 	}
@@ -719,8 +710,8 @@ func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Reque
 	return ok(w)
 }
 
-func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request) error {
-	in, err := adminInput(r, s.admin(r))
+func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	in, err := decodeLexInput(r)
 	if err != nil {
 		return err
 	}
@@ -738,8 +729,8 @@ func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request) erro
 // adminEmailSubject is the reference's moderation mailer's default subject.
 const adminEmailSubject = "Message via your PDS"
 
-func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request) error {
-	in, err := adminInput(r, s.moderator(r, nsidSendEmail))
+func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	in, err := decodeLexInput(r)
 	if err != nil {
 		return err
 	}
@@ -783,13 +774,9 @@ func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request) error {
 
 // ---------------------------------------------------------------- invites
 
-func (s *Server) adminSetAccountInvites(disabled bool) xrpc.HandlerFunc {
-	nsid := nsidEnableAccountInvites
-	if disabled {
-		nsid = nsidDisableAccountInvites
-	}
-	return func(w http.ResponseWriter, r *http.Request) error {
-		in, err := adminInput(r, s.moderator(r, nsid))
+func (s *Server) adminSetAccountInvites(disabled bool) xrpc.Handler[*caller] {
+	return func(w http.ResponseWriter, r *http.Request, _ *caller) error {
+		in, err := decodeLexInput(r)
 		if err != nil {
 			return err
 		}
@@ -807,8 +794,8 @@ func (s *Server) adminSetAccountInvites(disabled bool) xrpc.HandlerFunc {
 	}
 }
 
-func (s *Server) adminDisableInviteCodes(w http.ResponseWriter, r *http.Request) error {
-	in, err := adminInput(r, s.moderator(r, nsidDisableInviteCodes))
+func (s *Server) adminDisableInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller) error {
+	in, err := decodeLexInput(r)
 	if err != nil {
 		return err
 	}
@@ -835,7 +822,7 @@ var errMalformedCursor = xrpc.InvalidRequest("", "Malformed cursor")
 // holds.
 const maxJSDate = 8.64e15
 
-func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	p := lexParams{nsidGetInviteCodes, r}
 	sortName, err := p.str("sort", false, "")
 	if err != nil {
@@ -847,9 +834,6 @@ func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request) err
 	}
 	rawCursor, err := p.str("cursor", false, "")
 	if err != nil {
-		return err
-	}
-	if err := s.moderator(r, nsidGetInviteCodes); err != nil {
 		return err
 	}
 	var sort account.InviteSort
@@ -929,16 +913,6 @@ func pathKey(key string) string {
 type lexObject struct {
 	path string
 	m    map[string]json.RawMessage
-}
-
-// adminInput is an admin procedure's input, read once its caller passed
-// check (s.admin(r) or s.moderator(r, nsid)): a failed check wins, and the
-// body is not read.
-func adminInput(r *http.Request, check error) (*lexObject, error) {
-	if check != nil {
-		return nil, check
-	}
-	return decodeLexInput(r)
 }
 
 // decodeLexInput reads a procedure's JSON input, which must be an object.

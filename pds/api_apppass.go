@@ -6,22 +6,17 @@ import (
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 
 	"github.com/fakepds/fakepds/pds/account"
-	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
 func (s *Server) registerAppPasswords(x *xrpc.Mux) {
-	x.Handle(xrpc.Procedure, "com.atproto.server.createAppPassword", s.createAppPassword)
-	x.Handle(xrpc.Query, "com.atproto.server.listAppPasswords", s.listAppPasswords)
-	x.Handle(xrpc.Procedure, "com.atproto.server.revokeAppPassword", s.revokeAppPassword)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.createAppPassword", accessFull, s.createAppPassword)
+	s.handle(x, xrpc.Query, "com.atproto.server.listAppPasswords", access(scopesStandard, check{}), s.listAppPasswords)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.revokeAppPassword", access(scopesStandard, check{}), s.revokeAppPassword)
 }
 
-func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request, c *caller) error {
 	// Only a full password session may make app passwords.
-	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
-	if err != nil {
-		return err
-	}
 	var in struct {
 		Name       *string `json:"name"`
 		Privileged bool    `json:"privileged"`
@@ -52,11 +47,7 @@ func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-func (s *Server) listAppPasswords(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) listAppPasswords(w http.ResponseWriter, r *http.Request, c *caller) error {
 	list, err := s.accounts.ListAppPasswords(r.Context(), c.DID)
 	if err != nil {
 		return err
@@ -70,11 +61,7 @@ func (s *Server) listAppPasswords(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func (s *Server) revokeAppPassword(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) revokeAppPassword(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Name *string `json:"name"`
 	}

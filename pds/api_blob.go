@@ -18,17 +18,16 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/fakepds/fakepds/pds/account"
-	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
 func (s *Server) registerBlobs(x *xrpc.Mux) {
-	x.Handle(xrpc.Procedure, "com.atproto.repo.uploadBlob", s.uploadBlob)
-	x.Handle(xrpc.Query, "com.atproto.repo.listMissingBlobs", s.listMissingBlobs)
-	x.Handle(xrpc.Query, "com.atproto.sync.getBlob", s.getBlob)
-	x.Handle(xrpc.Query, "com.atproto.sync.listBlobs", s.listBlobs)
+	s.handle(x, xrpc.Procedure, "com.atproto.repo.uploadBlob", authn{kind: authUploader}, s.uploadBlob)
+	s.handle(x, xrpc.Query, "com.atproto.repo.listMissingBlobs", access(scopesStandard, check{}), s.listMissingBlobs)
+	s.handle(x, xrpc.Query, "com.atproto.sync.getBlob", repoReader, s.getBlob)
+	s.handle(x, xrpc.Query, "com.atproto.sync.listBlobs", repoReader, s.listBlobs)
 }
 
 // blobs is the store of the server's blob files. It is stateless (see
@@ -50,11 +49,8 @@ func blobRefError(err error) error {
 
 const nsidUploadBlob = "com.atproto.repo.uploadBlob"
 
-func (s *Server) uploadBlob(w http.ResponseWriter, r *http.Request) error {
-	did, err := s.uploadCaller(r)
-	if err != nil {
-		return err
-	}
+func (s *Server) uploadBlob(w http.ResponseWriter, r *http.Request, c *caller) error {
+	did := c.DID
 	if !(r.ContentLength > 0 || len(r.TransferEncoding) > 0 || r.Header.Get("Content-Length") != "") {
 		return xrpc.InvalidRequest("", "A request body is expected but none was provided")
 	}
@@ -94,36 +90,32 @@ func (s *Server) uploadBlob(w http.ResponseWriter, r *http.Request) error {
 // uploadCaller authenticates uploadBlob as the reference does: a service
 // auth token (one with an lxm claim, as a video service sends) or an
 // access token of the standard scopes on an account not taken down.
-func (s *Server) uploadCaller(r *http.Request) (string, error) {
+func (s *Server) uploadCaller(r *http.Request) (*caller, error) {
 	scheme, token, err := authHeader(r)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	if scheme == "BEARER" && token != "" {
 		lxm, err := jwtHasLXM(token)
 		if err != nil {
 			// The reference's JWT decoding throws on a token that is not
 			// one, and that answers 500.
-			return "", err
+			return nil, err
 		}
 		if lxm {
 			iss, err := s.optionalServiceAuth(r, nsidUploadBlob)
 			if err != nil {
-				return "", err
+				return nil, err
 			}
 			if _, err := s.accounts.ByDID(r.Context(), iss); errors.Is(err, account.ErrNotFound) {
-				return "", xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", iss)
+				return nil, xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", iss)
 			} else if err != nil {
-				return "", err
+				return nil, err
 			}
-			return iss, nil
+			return &caller{DID: iss, Service: true}, nil
 		}
 	}
-	c, err := s.access(r, scopesStandard)
-	if err != nil {
-		return "", err
-	}
-	return c.DID, nil
+	return s.accessToken(r, scopesStandard)
 }
 
 // jwtHasLXM decodes a JWT's payload, unverified, for its lxm claim.
@@ -207,7 +199,7 @@ func decodeBody(r *http.Request) (io.Reader, error) {
 	return body, nil
 }
 
-func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, c *caller) error {
 	const nsid = "com.atproto.sync.getBlob"
 	did, err := didParam(r, nsid)
 	if err != nil {
@@ -217,18 +209,18 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	if q.Get("cid") == "" {
 		return xrpc.MissingParam(nsid, "cid")
 	}
-	c, err := cid.Decode(q.Get("cid"))
+	blobCID, err := cid.Decode(q.Get("cid"))
 	if err != nil {
 		return xrpc.InvalidRequest("", "Invalid %s params: Invalid CID string (got %q)", nsid, q.Get("cid"))
 	}
-	acc, err := s.availableRepo(r, did)
+	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
 	}
 	var content *blob.Content
 	err = s.withActor(r.Context(), acc.DID, func(db *store.DB) error {
 		var err error
-		content, err = s.blobs().Open(r.Context(), db.Reader(), acc.DID, c)
+		content, err = s.blobs().Open(r.Context(), db.Reader(), acc.DID, blobCID)
 		return err
 	})
 	if errors.Is(err, blob.ErrNotFound) {
@@ -243,7 +235,7 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request) error {
 	// The reference's security headers: never sniff, never render inline,
 	// never run anything.
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Content-Disposition", `attachment; filename="`+c.String()+`"`)
+	h.Set("Content-Disposition", `attachment; filename="`+blobCID.String()+`"`)
 	h.Set("Content-Security-Policy", "default-src 'none'; sandbox")
 	h.Set("Content-Type", withCharset(content.MimeType))
 	w.WriteHeader(http.StatusOK)
@@ -271,7 +263,7 @@ func limitParam(r *http.Request, nsid string) (int, error) {
 	return xrpc.IntParam(r, nsid, "limit", 500, 1, 1000)
 }
 
-func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request, c *caller) error {
 	const nsid = "com.atproto.sync.listBlobs"
 	did, err := didParam(r, nsid)
 	if err != nil {
@@ -288,7 +280,7 @@ func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return err
 	}
-	acc, err := s.availableRepo(r, did)
+	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
 	}
@@ -312,13 +304,9 @@ func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listMissingBlobs(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) listMissingBlobs(w http.ResponseWriter, r *http.Request, c *caller) error {
 	const nsid = "com.atproto.repo.listMissingBlobs"
 	limit, err := limitParam(r, nsid)
-	if err != nil {
-		return err
-	}
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
 	if err != nil {
 		return err
 	}

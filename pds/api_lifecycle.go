@@ -20,22 +20,22 @@ import (
 )
 
 func (s *Server) registerLifecycle(x *xrpc.Mux) {
-	x.Handle(xrpc.Query, "com.atproto.server.checkAccountStatus", s.checkAccountStatus)
-	x.Handle(xrpc.Procedure, "com.atproto.server.activateAccount", s.activateAccount)
-	x.Handle(xrpc.Procedure, "com.atproto.server.deactivateAccount", s.deactivateAccount)
-	x.Handle(xrpc.Procedure, "com.atproto.server.requestAccountDelete",
-		s.emailTokenRequest(scopesFull, check{takedown: true}, account.PurposeDeleteAccount, "Account Deletion Requested"))
-	x.Handle(xrpc.Procedure, "com.atproto.server.deleteAccount", s.deleteAccount)
-	x.Handle(xrpc.Procedure, "com.atproto.server.requestEmailConfirmation",
-		s.emailTokenRequest(scopesStandard, check{takedown: true}, account.PurposeConfirmEmail, "Email Confirmation"))
-	x.Handle(xrpc.Procedure, "com.atproto.server.confirmEmail", s.confirmEmail)
-	x.Handle(xrpc.Procedure, "com.atproto.server.requestPasswordReset", s.requestPasswordReset)
-	x.Handle(xrpc.Procedure, "com.atproto.server.resetPassword", s.resetPassword)
-	x.Handle(xrpc.Procedure, "com.atproto.server.requestEmailUpdate", s.requestEmailUpdate)
-	x.Handle(xrpc.Procedure, "com.atproto.server.updateEmail", s.updateEmail)
-	x.Handle(xrpc.Procedure, "com.atproto.server.createInviteCode", s.createInviteCode)
-	x.Handle(xrpc.Procedure, "com.atproto.server.createInviteCodes", s.createInviteCodes)
-	x.Handle(xrpc.Query, "com.atproto.server.getAccountInviteCodes", s.getAccountInviteCodes)
+	s.handle(x, xrpc.Query, "com.atproto.server.checkAccountStatus", access(scopesStandard, check{}), s.checkAccountStatus)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.activateAccount", access(scopesFull, check{}), s.activateAccount)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.deactivateAccount", access(append(scopesFull, auth.ScopeTakendown), check{}), s.deactivateAccount)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.requestAccountDelete", accessFull,
+		s.emailTokenRequest(account.PurposeDeleteAccount, "Account Deletion Requested"))
+	s.handle(x, xrpc.Procedure, "com.atproto.server.deleteAccount", noAuth, s.deleteAccount)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.requestEmailConfirmation", accessStandard,
+		s.emailTokenRequest(account.PurposeConfirmEmail, "Email Confirmation"))
+	s.handle(x, xrpc.Procedure, "com.atproto.server.confirmEmail", accessStandard, s.confirmEmail)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.requestPasswordReset", noAuth, s.requestPasswordReset)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.resetPassword", noAuth, s.resetPassword)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.requestEmailUpdate", accessFull, s.requestEmailUpdate)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.updateEmail", accessFull, s.updateEmail)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.createInviteCode", adminAuth, s.createInviteCode)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.createInviteCodes", adminAuth, s.createInviteCodes)
+	s.handle(x, xrpc.Query, "com.atproto.server.getAccountInviteCodes", accessFull, s.getAccountInviteCodes)
 }
 
 // withActor runs fn on did's actor store.
@@ -70,11 +70,7 @@ func (s *Server) sendMail(acc *account.Account, purpose account.Purpose, token, 
 // Outbox holds every email the server would have sent.
 func (s *Server) Outbox() *mail.Outbox { return &s.outbox }
 
-func (s *Server) checkAccountStatus(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) checkAccountStatus(w http.ResponseWriter, r *http.Request, c *caller) error {
 	ctx := r.Context()
 	acc, err := s.accounts.ByDID(ctx, c.DID)
 	activated := err == nil && acc.TakedownRef == "" && acc.DeactivatedAt == ""
@@ -142,11 +138,7 @@ func (s *Server) didDocProblem(ctx context.Context, did string) string {
 	return ""
 }
 
-func (s *Server) activateAccount(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) activateAccount(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if err := xrpc.NoBody(r); err != nil {
 		return err
 	}
@@ -199,11 +191,7 @@ func statusOf(acc *account.Account) string {
 	return string(acc.Status())
 }
 
-func (s *Server) deactivateAccount(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) deactivateAccount(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		DeleteAfter string `json:"deleteAfter"`
 	}
@@ -253,12 +241,8 @@ func (s *Server) accountWithEmail(ctx context.Context, did string) (*account.Acc
 // emailTokenRequest is the handler of the methods that mail the caller a
 // token for purpose (requestAccountDelete, requestEmailConfirmation,
 // requestPlcOperationSignature): they differ only in who may call them.
-func (s *Server) emailTokenRequest(scopes []auth.Scope, chk check, purpose account.Purpose, subject string) xrpc.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) error {
-		c, err := s.bearer(r, auth.TypeAccess, scopes, chk)
-		if err != nil {
-			return err
-		}
+func (s *Server) emailTokenRequest(purpose account.Purpose, subject string) xrpc.Handler[*caller] {
+	return func(w http.ResponseWriter, r *http.Request, c *caller) error {
 		if err := xrpc.NoBody(r); err != nil {
 			return err
 		}
@@ -286,7 +270,7 @@ func emailTokenError(err error) error {
 	return err
 }
 
-func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	var in struct {
 		DID      *string `json:"did"`
 		Password *string `json:"password"`
@@ -342,11 +326,7 @@ func (s *Server) removeAccount(ctx context.Context, did string) error {
 	return s.seq.DeleteAccountEventsBefore(ctx, did, evs[0].Seq)
 }
 
-func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})
-	if err != nil {
-		return err
-	}
+func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Email *string `json:"email"`
 		Token *string `json:"token"`
@@ -383,7 +363,7 @@ func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request) error {
 	return ok(w)
 }
 
-func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	var in struct {
 		Email *string `json:"email"`
 	}
@@ -410,7 +390,7 @@ func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request) er
 	return ok(w)
 }
 
-func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	var in struct {
 		Token    *string `json:"token"`
 		Password *string `json:"password"`
@@ -446,11 +426,7 @@ func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request) error {
 	return ok(w)
 }
 
-func (s *Server) requestEmailUpdate(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
-	if err != nil {
-		return err
-	}
+func (s *Server) requestEmailUpdate(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if err := xrpc.NoBody(r); err != nil {
 		return err
 	}
@@ -470,11 +446,7 @@ func (s *Server) requestEmailUpdate(w http.ResponseWriter, r *http.Request) erro
 	return nil
 }
 
-func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
-	if err != nil {
-		return err
-	}
+func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Email *string `json:"email"`
 		Token *string `json:"token"`
@@ -514,10 +486,7 @@ func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request) error {
 	return ok(w)
 }
 
-func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request) error {
-	if err := s.admin(r); err != nil {
-		return err
-	}
+func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	var in struct {
 		UseCount   *int64 `json:"useCount"`
 		ForAccount string `json:"forAccount"`
@@ -541,10 +510,7 @@ func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request) error {
-	if err := s.admin(r); err != nil {
-		return err
-	}
+func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	var in struct {
 		CodeCount   *int64   `json:"codeCount"`
 		UseCount    *int64   `json:"useCount"`
@@ -583,13 +549,9 @@ func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-func (s *Server) getAccountInviteCodes(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) getAccountInviteCodes(w http.ResponseWriter, r *http.Request, c *caller) error {
 	q := r.URL.Query()
 	includeUsed := q.Get("includeUsed") != "false"
-	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
-	if err != nil {
-		return err
-	}
 	ctx := r.Context()
 	if acc, err := s.accounts.ByDID(ctx, c.DID); errors.Is(err, account.ErrNotFound) || err == nil && !acc.Active() {
 		return xrpc.InvalidRequest("NotFound", "Account not found")

@@ -23,8 +23,8 @@ const (
 )
 
 func (s *Server) registerPrefs(x *xrpc.Mux) {
-	x.Handle(xrpc.Query, "app.bsky.actor.getPreferences", s.getPreferences)
-	x.Handle(xrpc.Procedure, "app.bsky.actor.putPreferences", s.putPreferences)
+	s.handle(x, xrpc.Query, "app.bsky.actor.getPreferences", access(append(scopesStandard, auth.ScopeTakendown), check{}), s.getPreferences)
+	s.handle(x, xrpc.Procedure, "app.bsky.actor.putPreferences", accessStandard, s.putPreferences)
 }
 
 func inNamespace(name string) bool {
@@ -34,15 +34,11 @@ func inNamespace(name string) bool {
 // prefAllowed: personal details need a full password session.
 func prefAllowed(typ string, full bool) bool { return full || typ != personalDetailsPref }
 
-func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, c *caller) error {
 	full := c.Scope == auth.ScopeAccess
 	prefs := []json.RawMessage{}
 	var age json.RawMessage
-	err = s.withActor(r.Context(), c.DID, func(db *store.DB) error {
+	err := s.withActor(r.Context(), c.DID, func(db *store.DB) error {
 		rows, err := db.Reader().QueryContext(r.Context(), `SELECT name, value_json FROM account_pref ORDER BY id`)
 		if err != nil {
 			return err
@@ -99,11 +95,7 @@ func declaredAge(personal string, now time.Time) (json.RawMessage, bool) {
 	return b, true
 }
 
-func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})
-	if err != nil {
-		return err
-	}
+func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Preferences []json.RawMessage `json:"preferences"`
 	}
@@ -137,7 +129,7 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request) error {
 		return xrpc.InvalidRequest("", "Do not have authorization to set preferences: %s", strings.Join(forbidden, ", "))
 	}
 	ctx := r.Context()
-	err = s.withActor(ctx, c.DID, func(db *store.DB) error {
+	err := s.withActor(ctx, c.DID, func(db *store.DB) error {
 		return db.Write(ctx, func(tx *sql.Tx) error { return replacePrefs(ctx, tx, full, prefs) })
 	})
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 	"github.com/ipfs/go-cid"
 
 	"github.com/fakepds/fakepds/pds/account"
-	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/sequencer"
@@ -28,14 +27,14 @@ import (
 )
 
 func (s *Server) registerRepo(x *xrpc.Mux) {
-	x.Handle(xrpc.Procedure, "com.atproto.repo.createRecord", s.createRecord)
-	x.Handle(xrpc.Procedure, "com.atproto.repo.putRecord", s.putRecord)
-	x.Handle(xrpc.Procedure, "com.atproto.repo.deleteRecord", s.deleteRecord)
-	x.Handle(xrpc.Procedure, "com.atproto.repo.applyWrites", s.applyWrites)
-	x.Handle(xrpc.Query, "com.atproto.repo.getRecord", s.getRecord)
-	x.Handle(xrpc.Query, "com.atproto.repo.listRecords", s.listRecords)
-	x.Handle(xrpc.Query, "com.atproto.repo.describeRepo", s.describeRepo)
-	x.Handle(xrpc.Procedure, "com.atproto.repo.importRepo", s.importRepo)
+	s.handle(x, xrpc.Procedure, "com.atproto.repo.createRecord", access(scopesStandard, check{}), s.createRecord)
+	s.handle(x, xrpc.Procedure, "com.atproto.repo.putRecord", access(scopesStandard, check{}), s.putRecord)
+	s.handle(x, xrpc.Procedure, "com.atproto.repo.deleteRecord", access(scopesStandard, check{}), s.deleteRecord)
+	s.handle(x, xrpc.Procedure, "com.atproto.repo.applyWrites", access(scopesStandard, check{}), s.applyWrites)
+	s.handle(x, xrpc.Query, "com.atproto.repo.getRecord", noAuth, s.getRecord)
+	s.handle(x, xrpc.Query, "com.atproto.repo.listRecords", noAuth, s.listRecords)
+	s.handle(x, xrpc.Query, "com.atproto.repo.describeRepo", noAuth, s.describeRepo)
+	s.handle(x, xrpc.Procedure, "com.atproto.repo.importRepo", accessFull, s.importRepo)
 }
 
 // repoLocks serialize a repo's commit with its firehose event: the event
@@ -258,12 +257,8 @@ type writeOutput struct {
 // recordWrite reads createRecord's and putRecord's common input, checks
 // it in the reference's order (auth, body, required fields, the repo's
 // account) and returns it with the account written to.
-func (s *Server) recordWrite(r *http.Request, needRKey bool) (createRecordInput, *account.Account, error) {
+func (s *Server) recordWrite(r *http.Request, c *caller, needRKey bool) (createRecordInput, *account.Account, error) {
 	var in createRecordInput
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return in, nil, err
-	}
 	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
 		return in, nil, err
 	}
@@ -280,8 +275,8 @@ func (s *Server) recordWrite(r *http.Request, needRKey bool) (createRecordInput,
 	return in, acc, err
 }
 
-func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
-	in, acc, err := s.recordWrite(r, false)
+func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
+	in, acc, err := s.recordWrite(r, c, false)
 	if err != nil {
 		return err
 	}
@@ -308,8 +303,8 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
-	in, acc, err := s.recordWrite(r, true)
+func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
+	in, acc, err := s.recordWrite(r, c, true)
 	if err != nil {
 		return err
 	}
@@ -362,11 +357,7 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Repo       string  `json:"repo"`
 		Collection string  `json:"collection"`
@@ -431,11 +422,7 @@ type applyResult struct {
 	ValidationStatus string `json:"validationStatus,omitempty"`
 }
 
-func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Repo       string            `json:"repo"`
 		Validate   *bool             `json:"validate"`
@@ -534,7 +521,7 @@ func (s *Server) repoAccount(ctx context.Context, repoID string) (*account.Accou
 	return acc, err
 }
 
-func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) getRecord(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	const nsid = "com.atproto.repo.getRecord"
 	q := r.URL.Query()
 	repoID, err := atIdentifierParam(r, nsid, "repo")
@@ -595,7 +582,7 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	const nsid = "com.atproto.repo.listRecords"
 	q := r.URL.Query()
 	repoID, err := atIdentifierParam(r, nsid, "repo")
@@ -649,7 +636,7 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	const nsid = "com.atproto.repo.describeRepo"
 	id, err := atIdentifierParam(r, nsid, "repo")
 	if err != nil {
@@ -723,11 +710,7 @@ func importBlobRefs(ctx context.Context, tx *sql.Tx, did string, ops []repo.Op) 
 // default; a test server keeps one so a runaway upload cannot fill memory.
 const maxImportSize = 256 << 20
 
-func (s *Server) importRepo(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesFull, check{takedown: true})
-	if err != nil {
-		return err
-	}
+func (s *Server) importRepo(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if enc, err := xrpc.Encoding(r); err != nil {
 		return err
 	} else if enc != "application/vnd.ipld.car" {

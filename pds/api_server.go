@@ -15,8 +15,8 @@ import (
 
 // registerServer adds the com.atproto.server.* methods.
 func (s *Server) registerServer(x *xrpc.Mux) {
-	x.Handle(xrpc.Query, "com.atproto.server.describeServer", s.describeServer)
-	x.Handle(xrpc.Query, "com.atproto.server.getServiceAuth", s.getServiceAuth)
+	s.handle(x, xrpc.Query, "com.atproto.server.describeServer", noAuth, s.describeServer)
+	s.handle(x, xrpc.Query, "com.atproto.server.getServiceAuth", access(append(scopesStandard, auth.ScopeTakendown), check{}), s.getServiceAuth)
 }
 
 // ServiceDID is the server's own DID, did:web of its hostname.
@@ -29,7 +29,7 @@ type describeServerOutput struct {
 	BlobUploadLimit int64 `json:"blobUploadLimit"`
 }
 
-func (s *Server) describeServer(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) describeServer(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	invite := s.cfg.InviteRequired
 	out := describeServerOutput{
 		ServerDescribeServer_Output: comatproto.ServerDescribeServer_Output{
@@ -97,7 +97,7 @@ var protectedLXM = lowerSet(
 
 const nsidGetServiceAuth = "com.atproto.server.getServiceAuth"
 
-func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request, c *caller) error {
 	// Parameters are checked before auth, as the reference's pipeline does.
 	q := r.URL.Query()
 	aud, lxm := q.Get("aud"), q.Get("lxm")
@@ -115,10 +115,6 @@ func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request) error {
 		if expSec, err = strconv.ParseInt(v, 10, 64); err != nil {
 			return xrpc.InvalidRequest("", "Invalid %s params: Expected integer value type (got %q)", nsidGetServiceAuth, v)
 		}
-	}
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
-	if err != nil {
-		return err
 	}
 	if !validServiceAudience(aud) {
 		return xrpc.InvalidRequest("", "aud must be a valid atproto DID or did#serviceId reference")

@@ -18,10 +18,10 @@ import (
 const loginPadding = 350 * time.Millisecond
 
 func (s *Server) registerSession(x *xrpc.Mux) {
-	x.Handle(xrpc.Procedure, "com.atproto.server.createSession", s.createSession)
-	x.Handle(xrpc.Query, "com.atproto.server.getSession", s.getSession)
-	x.Handle(xrpc.Procedure, "com.atproto.server.refreshSession", s.refreshSession)
-	x.Handle(xrpc.Procedure, "com.atproto.server.deleteSession", s.deleteSession)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.createSession", noAuth, s.createSession)
+	s.handle(x, xrpc.Query, "com.atproto.server.getSession", access(append(scopesStandard, auth.ScopeSignupQueued), check{}), s.getSession)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.refreshSession", refresh, s.refreshSession)
+	s.handle(x, xrpc.Procedure, "com.atproto.server.deleteSession", authn{kind: authRefresh, check: check{allowExpired: true}}, s.deleteSession)
 }
 
 // session is a freshly minted pair of tokens.
@@ -88,7 +88,7 @@ type createSessionInput struct {
 	AllowTakendown  bool   `json:"allowTakendown"`
 }
 
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	var in createSessionInput
 	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
 		return err
@@ -200,11 +200,7 @@ func (s *Server) login(ctx context.Context, identifier, password string) (*accou
 	return acc, ap, nil
 }
 
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeSignupQueued), check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c *caller) error {
 	acc, err := s.accounts.ByDID(r.Context(), c.DID)
 	if errors.Is(err, account.ErrNotFound) || err == nil && acc.TakedownRef != "" {
 		// Taken down after the token was issued: as good as gone here.
@@ -217,11 +213,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if err := xrpc.NoBody(r); err != nil {
 		return err
 	}
@@ -258,11 +250,7 @@ func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request) error {
 	return nil
 }
 
-func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, check{allowExpired: true})
-	if err != nil {
-		return err
-	}
+func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, c *caller) error {
 	if err := xrpc.NoBody(r); err != nil {
 		return err
 	}

@@ -23,48 +23,45 @@ import (
 )
 
 func (s *Server) registerSync(x *xrpc.Mux) {
-	x.Handle(xrpc.Query, "com.atproto.sync.getRepo", s.syncGetRepo)
-	x.Handle(xrpc.Query, "com.atproto.sync.getLatestCommit", s.syncGetLatestCommit)
-	x.Handle(xrpc.Query, "com.atproto.sync.getRecord", s.syncGetRecord)
-	x.Handle(xrpc.Query, "com.atproto.sync.getBlocks", s.syncGetBlocks)
-	x.Handle(xrpc.Query, "com.atproto.sync.listRepos", s.syncListRepos)
-	x.Handle(xrpc.Query, "com.atproto.sync.getRepoStatus", s.syncGetRepoStatus)
+	s.handle(x, xrpc.Query, "com.atproto.sync.getRepo", repoReader, s.syncGetRepo)
+	s.handle(x, xrpc.Query, "com.atproto.sync.getLatestCommit", repoReader, s.syncGetLatestCommit)
+	s.handle(x, xrpc.Query, "com.atproto.sync.getRecord", repoReader, s.syncGetRecord)
+	s.handle(x, xrpc.Query, "com.atproto.sync.getBlocks", repoReader, s.syncGetBlocks)
+	s.handle(x, xrpc.Query, "com.atproto.sync.listRepos", noAuth, s.syncListRepos)
+	s.handle(x, xrpc.Query, "com.atproto.sync.getRepoStatus", noAuth, s.syncGetRepoStatus)
 }
 
-// selfOrAdmin reports whether the request carries the admin's credentials
-// or an access token of did: they may read a repo that is taken down or
-// deactivated. Bad credentials fail the request, as the reference's
-// optional verifier does.
-func (s *Server) selfOrAdmin(r *http.Request, did string) (bool, error) {
+// repoReader is the sync reads' optional auth: no credentials, the
+// admin's Basic credentials, or an access token (takendown scope
+// included), as the reference's optional verifier; bad credentials fail the
+// request.
+func (s *Server) repoReader(r *http.Request) (*caller, error) {
 	scheme, _, err := authHeader(r)
-	if err != nil {
-		return false, err
-	}
-	switch scheme {
-	case "":
-		return false, nil
-	case "BASIC":
-		if err := s.admin(r); err != nil {
-			return false, err
-		}
-		return true, nil
-	}
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
-	if err != nil {
-		return false, err
-	}
-	return c.DID == did, nil
-}
-
-// availableRepo is the reference's assertRepoAvailability for a caller
-// who may be the account or the admin (who may read a repo that is taken
-// down or deactivated).
-func (s *Server) availableRepo(r *http.Request, did string) (*account.Account, error) {
-	self, err := s.selfOrAdmin(r, did)
 	if err != nil {
 		return nil, err
 	}
-	return s.assertRepoAvailable(r.Context(), did, self)
+	switch scheme {
+	case "":
+		return nil, nil
+	case "BASIC":
+		if err := s.admin(r); err != nil {
+			return nil, err
+		}
+		return &caller{Admin: true}, nil
+	}
+	return s.bearer(r, auth.TypeAccess, append(scopesStandard, auth.ScopeTakendown), check{})
+}
+
+// readsOwnRepo: the admin, or the account itself, may read a repo that is
+// taken down or deactivated.
+func (c *caller) readsOwnRepo(did string) bool {
+	return c != nil && (c.Admin || c.DID == did)
+}
+
+// availableRepo is the reference's assertRepoAvailability for a caller
+// of repoReader's auth.
+func (s *Server) availableRepo(ctx context.Context, c *caller, did string) (*account.Account, error) {
+	return s.assertRepoAvailable(ctx, did, c.readsOwnRepo(did))
 }
 
 // assertRepoAvailable: the account must exist, and unless exempt, be
@@ -133,13 +130,13 @@ func (s *Server) answerCAR(w http.ResponseWriter, r *http.Request, did string, n
 	return nil
 }
 
-func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request, c *caller) error {
 	const nsid = "com.atproto.sync.getRepo"
 	did, err := didParam(r, nsid)
 	if err != nil {
 		return err
 	}
-	acc, err := s.availableRepo(r, did)
+	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
 	}
@@ -148,13 +145,13 @@ func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request) error {
 		func(tx *sql.Tx, car io.Writer) error { return repo.ExportCAR(r.Context(), tx, car, since) })
 }
 
-func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request, c *caller) error {
 	const nsid = "com.atproto.sync.getLatestCommit"
 	did, err := didParam(r, nsid)
 	if err != nil {
 		return err
 	}
-	acc, err := s.availableRepo(r, did)
+	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
 	}
@@ -175,7 +172,7 @@ func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request) err
 	return nil
 }
 
-func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
 	const nsid = "com.atproto.sync.getRecord"
 	did, err := didParam(r, nsid)
 	if err != nil {
@@ -195,7 +192,7 @@ func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request) error {
 	if err != nil {
 		return xrpc.InvalidRequest("", "Invalid %s params: Invalid record key (got %q)", nsid, q.Get("rkey"))
 	}
-	acc, err := s.availableRepo(r, did)
+	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
 	}
@@ -205,7 +202,7 @@ func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request) error {
 		})
 }
 
-func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request, c *caller) error {
 	const nsid = "com.atproto.sync.getBlocks"
 	did, err := didParam(r, nsid)
 	if err != nil {
@@ -221,7 +218,7 @@ func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request) error {
 			return xrpc.InvalidRequest("", "Invalid %s params: Invalid CID string (got %q)", nsid, v)
 		}
 	}
-	acc, err := s.availableRepo(r, did)
+	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
 	}
@@ -240,7 +237,7 @@ func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request) error {
 	})
 }
 
-func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	const nsid = "com.atproto.sync.getRepoStatus"
 	did, err := didParam(r, nsid)
 	if err != nil {
@@ -269,7 +266,7 @@ func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request) error
 	return nil
 }
 
-func (s *Server) syncListRepos(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) syncListRepos(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	const nsid = "com.atproto.sync.listRepos"
 	q := r.URL.Query()
 	limit, err := xrpc.IntParam(r, nsid, "limit", 500, 1, 1000)

@@ -29,11 +29,107 @@ type check struct {
 	allowExpired bool // deleteSession accepts an expired refresh token
 }
 
-// caller is an authenticated session.
+// caller is who called a method, as its auth found: nil for a method
+// anyone may call (or an optional auth with no credentials).
 type caller struct {
-	DID     string
+	DID     string // the account; a service token's issuer
 	Scope   auth.Scope
 	TokenID string // refresh tokens only
+	Admin   bool   // the admin's Basic credentials (or, for moderator auth, a moderation service)
+	Service bool   // a service auth token of DID
+}
+
+// authKind is how a method authenticates its caller.
+type authKind uint8
+
+const (
+	authNone       authKind = iota + 1 // anyone; credentials are not looked at
+	authAccess                         // an access token of scopes, with check
+	authRefresh                        // a refresh token, with check
+	authAdmin                          // the admin's HTTP Basic credentials
+	authModerator                      // the admin's Basic credentials, or a moderation service's token
+	authRepoReader                     // optional: none, the admin, or an access token (the sync reads)
+	authMigration                      // optional: none, or a service token for the method (createAccount)
+	authUploader                       // an access token, or a service token for the method (uploadBlob)
+)
+
+// authn is the auth a method declares where it is registered; the mux
+// applies it (xrpc.Auth) after the params and before the input, and the
+// handler receives the caller. TestAuthMatrix checks every registered
+// method against its declaration.
+//
+// OAuth: "Authorization: DPoP" reaches Server.verifyDPoP from bearer, for
+// the bearer kinds (authAccess, authRepoReader, authUploader); a method's
+// OAuth scope (rpc:, repo:, blob:, account:, identity:) is checked there
+// from the NSID and, for what depends on the input (repo: collections,
+// blob: types), by the handler through the caller it returns.
+type authn struct {
+	kind   authKind
+	scopes []auth.Scope // authAccess
+	check  check
+}
+
+// Declarations of the reference's verifiers, by what they accept.
+var (
+	noAuth = authn{kind: authNone}
+	// accessStandard: access tokens, app passwords included, on an account
+	// not taken down.
+	accessStandard = authn{kind: authAccess, scopes: scopesStandard, check: check{takedown: true}}
+	// accessFull: full password sessions only, account not taken down.
+	accessFull = authn{kind: authAccess, scopes: scopesFull, check: check{takedown: true}}
+	adminAuth  = authn{kind: authAdmin}
+	moderator  = authn{kind: authModerator}
+	refresh    = authn{kind: authRefresh}
+	repoReader = authn{kind: authRepoReader}
+)
+
+// access is an access-token declaration with its own scopes and checks.
+func access(scopes []auth.Scope, chk check) authn {
+	return authn{kind: authAccess, scopes: scopes, check: chk}
+}
+
+// boundAuth is a declaration bound to the server that verifies it.
+type boundAuth struct {
+	s *Server
+	authn
+}
+
+func (b boundAuth) Authenticate(r *http.Request) (*caller, error) {
+	s, a := b.s, b.authn
+	switch a.kind {
+	case authNone:
+		return nil, nil
+	case authAccess:
+		return s.bearer(r, auth.TypeAccess, a.scopes, a.check)
+	case authRefresh:
+		return s.bearer(r, auth.TypeRefresh, []auth.Scope{auth.ScopeRefresh}, a.check)
+	case authAdmin:
+		if err := s.admin(r); err != nil {
+			return nil, err
+		}
+		return &caller{Admin: true}, nil
+	case authModerator:
+		if err := s.moderator(r, xrpc.NSID(r.URL.Path)); err != nil {
+			return nil, err
+		}
+		return &caller{Admin: true}, nil
+	case authRepoReader:
+		return s.repoReader(r)
+	case authMigration:
+		iss, err := s.optionalServiceAuth(r, xrpc.NSID(r.URL.Path))
+		if err != nil || iss == "" {
+			return nil, err
+		}
+		return &caller{DID: iss, Service: true}, nil
+	case authUploader:
+		return s.uploadCaller(r)
+	}
+	panic("pds: unknown auth kind")
+}
+
+// handle registers a method with the auth it declares.
+func (s *Server) handle(x *xrpc.Mux, kind xrpc.Kind, nsid string, a authn, h xrpc.Handler[*caller]) {
+	xrpc.Handle(x, kind, nsid, boundAuth{s, a}, h)
 }
 
 // authHeader splits the Authorization header into its scheme and token, as
@@ -72,6 +168,9 @@ func (s *Server) bearer(r *http.Request, typ string, scopes []auth.Scope, chk ch
 			return nil, errAuthMissing
 		}
 	case "DPOP":
+		if s.verifyDPoP != nil {
+			return s.verifyDPoP(r, token, typ, scopes, chk)
+		}
 		return nil, xrpc.InvalidRequest("InvalidToken", "OAuth (DPoP) tokens are not supported by fakepds")
 	default:
 		return nil, xrpc.InvalidRequest("InvalidToken", "Unexpected authorization type")
@@ -123,9 +222,9 @@ func (s *Server) checkAccount(ctx context.Context, did string, chk check) (*acco
 	return acc, nil
 }
 
-// access is the common case: an access token of the standard scopes on a
-// live account.
-func (s *Server) access(r *http.Request, scopes []auth.Scope) (*caller, error) {
+// accessToken is the common case: an access token of scopes on an account
+// not taken down.
+func (s *Server) accessToken(r *http.Request, scopes []auth.Scope) (*caller, error) {
 	return s.bearer(r, auth.TypeAccess, scopes, check{takedown: true})
 }
 

@@ -162,11 +162,11 @@ func (s *Server) wellKnownDID(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) registerIdentity(x *xrpc.Mux) {
-	x.Handle(xrpc.Query, "com.atproto.identity.resolveHandle", s.resolveHandle)
+	s.handle(x, xrpc.Query, "com.atproto.identity.resolveHandle", noAuth, s.resolveHandle)
 	s.registerIdentityWrites(x)
 }
 
-func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request) error {
+func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	const nsid = "com.atproto.identity.resolveHandle"
 	raw := r.URL.Query().Get("handle")
 	if raw == "" {
@@ -193,19 +193,15 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request) error {
 }
 
 func (s *Server) registerIdentityWrites(x *xrpc.Mux) {
-	x.Handle(xrpc.Procedure, "com.atproto.identity.updateHandle", s.updateHandle)
-	x.Handle(xrpc.Query, "com.atproto.identity.getRecommendedDidCredentials", s.getRecommendedDidCredentials)
-	x.Handle(xrpc.Procedure, "com.atproto.identity.requestPlcOperationSignature",
-		s.emailTokenRequest(append(scopesFull, auth.ScopeTakendown), check{}, account.PurposePLCOperation, "PLC Update Operation Requested"))
-	x.Handle(xrpc.Procedure, "com.atproto.identity.signPlcOperation", s.signPlcOperation)
-	x.Handle(xrpc.Procedure, "com.atproto.identity.submitPlcOperation", s.submitPlcOperation)
+	s.handle(x, xrpc.Procedure, "com.atproto.identity.updateHandle", accessStandard, s.updateHandle)
+	s.handle(x, xrpc.Query, "com.atproto.identity.getRecommendedDidCredentials", access(scopesStandard, check{}), s.getRecommendedDidCredentials)
+	s.handle(x, xrpc.Procedure, "com.atproto.identity.requestPlcOperationSignature", access(append(scopesFull, auth.ScopeTakendown), check{}),
+		s.emailTokenRequest(account.PurposePLCOperation, "PLC Update Operation Requested"))
+	s.handle(x, xrpc.Procedure, "com.atproto.identity.signPlcOperation", access(append(scopesFull, auth.ScopeTakendown), check{}), s.signPlcOperation)
+	s.handle(x, xrpc.Procedure, "com.atproto.identity.submitPlcOperation", access(scopesStandard, check{}), s.submitPlcOperation)
 }
 
-func (s *Server) updateHandle(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{takedown: true})
-	if err != nil {
-		return err
-	}
+func (s *Server) updateHandle(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Handle *string `json:"handle"`
 	}
@@ -273,11 +269,7 @@ func (s *Server) serverRotationKey() string {
 	return pub.DIDKey()
 }
 
-func (s *Server) getRecommendedDidCredentials(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) getRecommendedDidCredentials(w http.ResponseWriter, r *http.Request, c *caller) error {
 	ctx := r.Context()
 	key, err := s.signingKey(ctx, c.DID)
 	if err != nil {
@@ -303,11 +295,7 @@ func (s *Server) getRecommendedDidCredentials(w http.ResponseWriter, r *http.Req
 	return nil
 }
 
-func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, append(scopesFull, auth.ScopeTakendown), check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Token               *string                     `json:"token"`
 		RotationKeys        []string                    `json:"rotationKeys"`
@@ -361,11 +349,7 @@ func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request) error 
 	return nil
 }
 
-func (s *Server) submitPlcOperation(w http.ResponseWriter, r *http.Request) error {
-	c, err := s.bearer(r, auth.TypeAccess, scopesStandard, check{})
-	if err != nil {
-		return err
-	}
+func (s *Server) submitPlcOperation(w http.ResponseWriter, r *http.Request, c *caller) error {
 	var in struct {
 		Operation json.RawMessage `json:"operation"`
 	}

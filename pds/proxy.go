@@ -39,7 +39,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, nsid string) bool
 		xrpc.WriteError(w, xrpc.InvalidRequest("InvalidToken", "Bad token method"))
 		return true
 	}
-	c, err := s.access(r, scopesStandard)
+	c, err := s.accessToken(r, scopesStandard)
 	if err != nil {
 		xrpc.WriteError(w, err)
 		return true

@@ -143,6 +143,13 @@ type Server struct {
 	repoLocks   repoLocks
 	proxyClient *http.Client
 
+	// verifyDPoP is the OAuth seam: when set, bearer hands it requests
+	// with "Authorization: DPoP <token>" and the auth the method declared
+	// (token type, scopes, account checks); it returns the caller, or the
+	// reference's error. Nil refuses DPoP (InvalidToken).
+	verifyDPoP func(r *http.Request, token, typ string, scopes []auth.Scope, chk check) (*caller, error)
+
+	xrpc    *xrpc.Mux // the registered methods, for TestAuthMatrix
 	handler http.Handler
 
 	mu      sync.Mutex
@@ -446,10 +453,11 @@ func (s *Server) routes() http.Handler {
 	s.registerSync(x)
 	s.registerPrefs(x)
 	s.registerAdmin(x)
-	x.Handle(xrpc.Subscription, "com.atproto.sync.subscribeRepos", func(w http.ResponseWriter, r *http.Request) error {
+	s.handle(x, xrpc.Subscription, "com.atproto.sync.subscribeRepos", noAuth, func(w http.ResponseWriter, r *http.Request, _ *caller) error {
 		s.firehose.ServeHTTP(w, r)
 		return nil
 	})
+	s.xrpc = x
 	mux.Handle("/xrpc/", x)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)

@@ -26,6 +26,7 @@ type catalog struct {
 	paths map[string]string // NSID -> embedded file; reference over indigo
 
 	records sync.Map // NSID with a lexicon -> *node, nil when not a record type
+	params  sync.Map // method NSID -> *node of its parameters, nil when it has none
 
 	mu     sync.Mutex // guards what follows: compiling
 	base   *lexicon.BaseCatalog
@@ -123,6 +124,9 @@ func (c *catalog) load(nsid string) error {
 			Record     struct {
 				Properties keyOrder `json:"properties"`
 			} `json:"record"`
+			Parameters struct {
+				Properties keyOrder `json:"properties"`
+			} `json:"parameters"`
 		} `json:"defs"`
 	}
 	if err := json.Unmarshal(b, &order); err != nil {
@@ -134,6 +138,9 @@ func (c *catalog) load(nsid string) error {
 			keys = d.Record.Properties
 		}
 		c.order[nsid+"#"+name] = keys
+		if d.Parameters.Properties != nil {
+			c.order[nsid+"#"+name+"/parameters"] = d.Parameters.Properties
+		}
 	}
 	c.loaded[nsid] = true
 	return nil

@@ -9,12 +9,14 @@ import (
 	"net"
 	"net/http"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/fakepds/fakepds/pds/faults"
+	"github.com/fakepds/fakepds/pds/lexval"
 	"github.com/fakepds/fakepds/pds/stats"
 )
 
@@ -34,13 +36,35 @@ func (k Kind) httpMethod() string {
 	return http.MethodGet
 }
 
-// HandlerFunc serves one XRPC method. Returning an error writes the error
-// envelope; a handler that wrote its response returns nil.
-type HandlerFunc func(w http.ResponseWriter, r *http.Request) error
+// Auth is who may call a method, declared where the method is registered.
+// The mux runs Authenticate after the method's params are checked and
+// before its input is read, the reference's order, and hands what it
+// returns (the caller) to the handler. An error is answered as it is.
+type Auth[C any] interface {
+	Authenticate(r *http.Request) (C, error)
+}
+
+// Handler serves one XRPC method for an authenticated caller. Returning an
+// error writes the error envelope; a handler that wrote its response
+// returns nil.
+type Handler[C any] func(w http.ResponseWriter, r *http.Request, caller C) error
+
+// NoAuth lets anyone call a method.
+type NoAuth struct{}
+
+// Authenticate accepts every request.
+func (NoAuth) Authenticate(*http.Request) (struct{}, error) { return struct{}{}, nil }
+
+// Method is a registered method, as [Mux.Methods] lists it.
+type Method struct {
+	NSID string
+	Kind Kind
+	Auth any // the Auth it was registered with
+}
 
 type method struct {
-	kind    Kind
-	handler HandlerFunc
+	Method
+	serve func(w http.ResponseWriter, r *http.Request) error // auth, then the handler
 }
 
 // Mux routes /xrpc/{nsid} to the registered methods.
@@ -65,24 +89,39 @@ func NewMux(log *slog.Logger) *Mux {
 	return &Mux{methods: make(map[string]method), log: log}
 }
 
-// Handle registers h as the method nsid of the given kind. Registering a
-// name twice, or an invalid NSID, is a programming error and panics.
-func (m *Mux) Handle(kind Kind, nsid string, h HandlerFunc) {
+// Handle registers h as the method nsid of the given kind, called once a
+// passes. Every method declares its auth ([NoAuth] for anyone): a nil a,
+// a name registered twice or an invalid NSID is a programming error and
+// panics.
+func Handle[C any](m *Mux, kind Kind, nsid string, a Auth[C], h Handler[C]) {
 	if _, err := syntax.ParseNSID(nsid); err != nil {
 		panic("xrpc: register " + nsid + ": " + err.Error())
 	}
 	if _, dup := m.methods[nsid]; dup {
 		panic("xrpc: method registered twice: " + nsid)
 	}
-	m.methods[nsid] = method{kind: kind, handler: h}
+	if a == nil {
+		panic("xrpc: method registered without auth: " + nsid)
+	}
+	m.methods[nsid] = method{
+		Method: Method{NSID: nsid, Kind: kind, Auth: a},
+		serve: func(w http.ResponseWriter, r *http.Request) error {
+			c, err := a.Authenticate(r)
+			if err != nil {
+				return err
+			}
+			return h(w, r, c)
+		},
+	}
 }
 
-// Methods lists the registered NSIDs.
-func (m *Mux) Methods() []string {
-	out := make([]string, 0, len(m.methods))
-	for n := range m.methods {
-		out = append(out, n)
+// Methods lists the registered methods, by NSID.
+func (m *Mux) Methods() []Method {
+	out := make([]Method, 0, len(m.methods))
+	for _, meth := range m.methods {
+		out = append(out, meth.Method)
 	}
+	slices.SortFunc(out, func(a, b Method) int { return strings.Compare(a.NSID, b.NSID) })
 	return out
 }
 
@@ -143,18 +182,40 @@ func (m *Mux) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
-	want := meth.kind.httpMethod()
+	want := meth.Kind.httpMethod()
 	if r.Method != want && !(want == http.MethodGet && r.Method == http.MethodHead) {
 		WriteError(w, InvalidRequest("", "Incorrect HTTP method (%s) expected %s", r.Method, want))
 		return
 	}
-	if err := meth.handler(w, r); err != nil {
-		e := asError(err)
-		if e.Status >= 500 {
-			m.log.Error("xrpc method failed", "method", name, "err", err)
+	if meth.Kind != Subscription {
+		if err := checkParams(name, r.URL.RawQuery); err != nil {
+			m.fail(w, name, err)
+			return
 		}
-		WriteError(w, e)
 	}
+	if err := meth.serve(w, r); err != nil {
+		m.fail(w, name, err)
+	}
+}
+
+// fail answers a call with err, logging what is ours (a 5xx).
+func (m *Mux) fail(w http.ResponseWriter, nsid string, err error) {
+	e := asError(err)
+	if e.Status >= 500 {
+		m.log.Error("xrpc method failed", "method", nsid, "err", err)
+	}
+	WriteError(w, e)
+}
+
+// checkParams checks a call's parameters against its lexicon, before its
+// auth, as the reference does.
+func checkParams(nsid, rawQuery string) error {
+	err := lexval.CheckParams(nsid, rawQuery)
+	var le *lexval.Error
+	if errors.As(err, &le) {
+		return InvalidRequest("", "%s", le.Message)
+	}
+	return err
 }
 
 // statusRecorder remembers the status a handler wrote. It passes Hijack

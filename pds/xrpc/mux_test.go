@@ -40,23 +40,23 @@ func do(t *testing.T, h http.Handler, method, path string) (int, envelope, strin
 func TestMuxErrors(t *testing.T) {
 	var logs bytes.Buffer
 	m := xrpc.NewMux(slog.New(slog.NewTextHandler(&logs, nil)))
-	m.Handle(xrpc.Query, "com.example.ok", func(w http.ResponseWriter, r *http.Request) error {
+	xrpc.Handle(m, xrpc.Query, "com.example.ok", xrpc.NoAuth{}, func(w http.ResponseWriter, r *http.Request, _ struct{}) error {
 		xrpc.WriteJSON(w, 200, map[string]string{"ok": "yes"})
 		return nil
 	})
-	m.Handle(xrpc.Procedure, "com.example.proc", func(w http.ResponseWriter, r *http.Request) error {
+	xrpc.Handle(m, xrpc.Procedure, "com.example.proc", xrpc.NoAuth{}, func(w http.ResponseWriter, r *http.Request, _ struct{}) error {
 		return xrpc.InvalidRequest("RecordNotFound", "Could not locate record")
 	})
-	m.Handle(xrpc.Query, "com.example.panic", func(w http.ResponseWriter, r *http.Request) error {
+	xrpc.Handle(m, xrpc.Query, "com.example.panic", xrpc.NoAuth{}, func(w http.ResponseWriter, r *http.Request, _ struct{}) error {
 		panic("secret internal detail")
 	})
-	m.Handle(xrpc.Query, "com.example.fail", func(w http.ResponseWriter, r *http.Request) error {
+	xrpc.Handle(m, xrpc.Query, "com.example.fail", xrpc.NoAuth{}, func(w http.ResponseWriter, r *http.Request, _ struct{}) error {
 		return errors.New("db is on fire at /var/secret/path")
 	})
-	m.Handle(xrpc.Query, "com.example.fail500", func(w http.ResponseWriter, r *http.Request) error {
+	xrpc.Handle(m, xrpc.Query, "com.example.fail500", xrpc.NoAuth{}, func(w http.ResponseWriter, r *http.Request, _ struct{}) error {
 		return xrpc.Errorf(500, "", "detail that must not leak")
 	})
-	m.Handle(xrpc.Query, "com.example.auth", func(w http.ResponseWriter, r *http.Request) error {
+	xrpc.Handle(m, xrpc.Query, "com.example.auth", xrpc.NoAuth{}, func(w http.ResponseWriter, r *http.Request, _ struct{}) error {
 		return xrpc.AuthRequired("", "")
 	})
 
@@ -95,10 +95,12 @@ func TestMuxErrors(t *testing.T) {
 
 func TestHandleRejectsBadRegistrations(t *testing.T) {
 	m := xrpc.NewMux(nil)
-	m.Handle(xrpc.Query, "com.example.a", nil)
+	var h xrpc.Handler[struct{}]
+	xrpc.Handle(m, xrpc.Query, "com.example.a", xrpc.NoAuth{}, h)
 	for name, f := range map[string]func(){
-		"duplicate":    func() { m.Handle(xrpc.Query, "com.example.a", nil) },
-		"invalid NSID": func() { m.Handle(xrpc.Query, "nope", nil) },
+		"duplicate":    func() { xrpc.Handle(m, xrpc.Query, "com.example.a", xrpc.NoAuth{}, h) },
+		"invalid NSID": func() { xrpc.Handle(m, xrpc.Query, "nope", xrpc.NoAuth{}, h) },
+		"no auth":      func() { xrpc.Handle[struct{}](m, xrpc.Query, "com.example.b", nil, h) },
 	} {
 		func() {
 			defer func() {
@@ -114,7 +116,7 @@ func TestHandleRejectsBadRegistrations(t *testing.T) {
 func TestFaultsAndStats(t *testing.T) {
 	m := xrpc.NewMux(nil)
 	m.Faults, m.Stats = &faults.Faults{}, &stats.Stats{}
-	m.Handle(xrpc.Query, "com.example.ok", func(w http.ResponseWriter, r *http.Request) error {
+	xrpc.Handle(m, xrpc.Query, "com.example.ok", xrpc.NoAuth{}, func(w http.ResponseWriter, r *http.Request, _ struct{}) error {
 		xrpc.WriteJSON(w, 200, map[string]string{})
 		return nil
 	})
