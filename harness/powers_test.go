@@ -149,25 +149,5 @@ func TestPowersOverControlPlane(t *testing.T) {
 	}
 	// Wrong admin password: the power fails loudly, not silently.
 	bad := harness.Attach(local.URL(), local.PLCURL(), "wrong")
-	ft := &fatalRecorder{TB: t}
-	func() {
-		defer func() { recover() }()
-		bad.ClearFaults(ft)
-	}()
-	if !ft.failed {
-		t.Fatal("a power with the wrong admin password did not fail the test")
-	}
+	expectFatal(t, "ClearFaults with the wrong admin password", func(tb testing.TB) { bad.ClearFaults(tb) }, "401")
 }
-
-// fatalRecorder stands in for a testing.TB whose Fatalf must be observed,
-// not obeyed.
-type fatalRecorder struct {
-	testing.TB
-	failed bool
-}
-
-func (f *fatalRecorder) Fatalf(format string, args ...any) {
-	f.failed = true
-	panic("fatal")
-}
-func (f *fatalRecorder) Helper() {}

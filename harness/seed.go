@@ -137,7 +137,7 @@ type PostOption func(*bsky.FeedPost) error
 // With WithQuote as well, the post embeds both (recordWithMedia).
 func WithImages(images ...*lexutil.LexBlob) PostOption {
 	return func(p *bsky.FeedPost) error {
-		embed := &bsky.EmbedImages{}
+		embed := &bsky.EmbedImages{LexiconTypeID: "app.bsky.embed.images"}
 		for _, img := range images {
 			embed.Images = append(embed.Images, &bsky.EmbedImages_Image{Image: img})
 		}
@@ -146,7 +146,7 @@ func WithImages(images ...*lexutil.LexBlob) PostOption {
 			p.Embed = &bsky.FeedPost_Embed{EmbedImages: embed}
 		case p.Embed.EmbedRecord != nil:
 			p.Embed = &bsky.FeedPost_Embed{EmbedRecordWithMedia: &bsky.EmbedRecordWithMedia{
-				Record: p.Embed.EmbedRecord, Media: &bsky.EmbedRecordWithMedia_Media{EmbedImages: embed},
+				LexiconTypeID: "app.bsky.embed.recordWithMedia", Record: p.Embed.EmbedRecord, Media: &bsky.EmbedRecordWithMedia_Media{EmbedImages: embed},
 			}}
 		default:
 			return errors.New("WithImages: the post already has media")
@@ -158,13 +158,13 @@ func WithImages(images ...*lexutil.LexBlob) PostOption {
 // WithQuote quotes the record at r (a post, usually).
 func WithQuote(r Ref) PostOption {
 	return func(p *bsky.FeedPost) error {
-		rec := &bsky.EmbedRecord{Record: r.StrongRef()}
+		rec := &bsky.EmbedRecord{LexiconTypeID: "app.bsky.embed.record", Record: r.StrongRef()}
 		switch {
 		case p.Embed == nil:
 			p.Embed = &bsky.FeedPost_Embed{EmbedRecord: rec}
 		case p.Embed.EmbedImages != nil:
 			p.Embed = &bsky.FeedPost_Embed{EmbedRecordWithMedia: &bsky.EmbedRecordWithMedia{
-				Record: rec, Media: &bsky.EmbedRecordWithMedia_Media{EmbedImages: p.Embed.EmbedImages},
+				LexiconTypeID: "app.bsky.embed.recordWithMedia", Record: rec, Media: &bsky.EmbedRecordWithMedia_Media{EmbedImages: p.Embed.EmbedImages},
 			}}
 		default:
 			return errors.New("WithQuote: the post already quotes a record")

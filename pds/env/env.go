@@ -6,6 +6,7 @@ package env
 import (
 	"fmt"
 	"log/slog"
+	"net/url"
 	"os"
 	"strings"
 )
@@ -80,6 +81,11 @@ func Parse(lookup func(string) (string, bool)) (Vars, error) {
 	}
 	v.URL = get(URL)
 	v.PLCURL = get(PLCURL)
+	for name, u := range map[string]string{URL: v.URL, PLCURL: v.PLCURL} {
+		if err := checkURL(name, u); err != nil {
+			return Vars{}, err
+		}
+	}
 	v.AdminPassword = get(AdminPassword)
 	v.Dir = get(Dir)
 	v.Addr = get(Addr)
@@ -102,6 +108,19 @@ func Parse(lookup func(string) (string, bool)) (Vars, error) {
 		return Vars{}, fmt.Errorf("%s=%q: accepted values are debug, info, warn (or unset)", Log, l)
 	}
 	return v, nil
+}
+
+// checkURL accepts unset or an http(s) URL with a host: a bare HOST:PORT
+// would otherwise fail every test with a URL parse error.
+func checkURL(name, s string) error {
+	if s == "" {
+		return nil
+	}
+	u, err := url.Parse(s)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%s=%q: want the PDS's base URL, http://HOST:PORT or https://HOST", name, s)
+	}
+	return nil
 }
 
 // parseBool accepts exactly unset, empty, "0" and "1": a toggle that decides

@@ -63,7 +63,9 @@ func TestDefaultsAndOthers(t *testing.T) {
 	if v.LogLevel == nil || *v.LogLevel != slog.LevelDebug || v.Backend != "reference" || !v.Stats || v.Dir != "/d" || v.URL != "http://x" {
 		t.Fatalf("parsed: %+v", v)
 	}
-	for k, bad := range map[string]string{env.Log: "loud", env.Backend: "k8s", env.Stats: "yes"} {
+	for _, kv := range [][2]string{{env.Log, "loud"}, {env.Backend, "k8s"}, {env.Stats, "yes"},
+		{env.URL, "127.0.0.1:2583"}, {env.URL, "ftp://x"}, {env.PLCURL, "localhost:2582"}, {env.URL, "http://"}} {
+		k, bad := kv[0], kv[1]
 		if _, err := env.Parse(lookup(map[string]string{k: bad})); err == nil || !strings.Contains(err.Error(), k) {
 			t.Errorf("%s=%s: err = %v", k, bad, err)
 		}
