@@ -272,6 +272,12 @@ func (s *Server) recordWrite(r *http.Request, c *caller, needRKey bool) (createR
 		return in, nil, xrpc.MissingInput("rkey")
 	}
 	acc, err := s.writer(r.Context(), c, in.Repo)
+	if err == nil {
+		err = c.mayWrite(in.Collection, "create")
+	}
+	if err == nil && needRKey {
+		err = c.mayWrite(in.Collection, "update")
+	}
 	return in, acc, err
 }
 
@@ -379,6 +385,9 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
+	if err := c.mayWrite(in.Collection, "delete"); err != nil {
+		return err
+	}
 	p, err := s.prepareRecord(-1, repo.ActionDelete, in.Collection, *in.RKey, nil, nil)
 	if err != nil {
 		return err
@@ -462,6 +471,9 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller) 
 			action = repo.ActionDelete
 		default:
 			return xrpc.InvalidRequest("", `Expected one of "com.atproto.repo.applyWrites#create", "com.atproto.repo.applyWrites#update" or "com.atproto.repo.applyWrites#delete" (got %q) at $.writes[%d].$type`, wr.Type, i)
+		}
+		if err := c.mayWrite(wr.Collection, strings.TrimPrefix(wr.Type, "com.atproto.repo.applyWrites#")); err != nil {
+			return err
 		}
 		if action != repo.ActionDelete && (len(wr.Value) == 0 || string(wr.Value) == "null") {
 			return xrpc.MissingInput("value")

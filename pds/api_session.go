@@ -209,7 +209,12 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c *caller) e
 	if err != nil {
 		return err
 	}
-	xrpc.WriteJSON(w, http.StatusOK, s.sessionView(r.Context(), acc, session{}))
+	view := s.sessionView(r.Context(), acc, session{})
+	if c.OAuth != nil && !c.OAuth.CanReadEmail() {
+		// The email is shown to OAuth clients granted account:email.
+		view.Email, view.EmailConfirmed = nil, false
+	}
+	xrpc.WriteJSON(w, http.StatusOK, view)
 	return nil
 }
 

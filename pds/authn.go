@@ -10,6 +10,7 @@ import (
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/oauth"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
@@ -37,6 +38,9 @@ type caller struct {
 	TokenID string // refresh tokens only
 	Admin   bool   // the admin's Basic credentials (or, for moderator auth, a moderation service)
 	Service bool   // a service auth token of DID
+	// OAuth is the checked grant of a DPoP-bound OAuth token; nil for
+	// password and app password sessions.
+	OAuth *oauth.Grant
 }
 
 // authKind is how a method authenticates its caller.

@@ -26,6 +26,7 @@ import (
 //	POST   /_fakepds/clock            {"advanceNs": n} moves the clock forward
 //	GET    /_fakepds/outbox           captured emails (?to=<email or DID>&purpose=...)
 //	GET    /_fakepds/seq              {"seq": newest firehose seq}
+//	POST   /_fakepds/oauth/authorize  {"url", "account", "deny"} signs in and consents (or denies) without a browser: {"redirect"}
 func (s *Server) controlRoutes(mux *http.ServeMux) {
 	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request) error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -107,6 +108,7 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 		xrpc.WriteJSON(w, http.StatusOK, map[string]any{"messages": msgs})
 		return nil
 	})
+	h("POST /_fakepds/oauth/authorize", s.approveOAuth)
 	h("GET /_fakepds/seq", func(w http.ResponseWriter, r *http.Request) error {
 		seq, err := s.seq.Head(r.Context())
 		if err != nil {

@@ -31,6 +31,7 @@ import (
 	"github.com/fakepds/fakepds/pds/faults"
 	"github.com/fakepds/fakepds/pds/firehose"
 	"github.com/fakepds/fakepds/pds/mail"
+	"github.com/fakepds/fakepds/pds/oauth"
 	"github.com/fakepds/fakepds/pds/plc"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/stats"
@@ -128,6 +129,7 @@ type Server struct {
 	firehose *firehose.Handler
 	plcKey   *atcrypto.PrivateKeyK256 // signs the PLC operations of every account
 	actors   *actorstore.Cache[*actor]
+	oauth    *oauth.Provider
 	settings store.Settings // of the account database, as read back
 
 	clock  clock.Clock
@@ -224,6 +226,11 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	s.tokens = auth.NewTokens(secret, s.ServiceDID(), s.clock)
+	// OAuth access tokens are signed with the same secret, as the
+	// reference signs them.
+	if err := s.openOAuth(ctx, opts, secret); err != nil {
+		return err
+	}
 	// The rotation key too: the PLC log in a kept data dir names it.
 	rot, err := s.accounts.Secret(ctx, "plc_rotation_key", func() ([]byte, error) {
 		k, err := atcrypto.GeneratePrivateKeyK256()
@@ -432,6 +439,9 @@ func (s *Server) closeStores() error {
 	if s.plc != nil {
 		errs = append(errs, s.plc.Close())
 	}
+	if s.oauth != nil {
+		errs = append(errs, s.oauth.Close())
+	}
 	if s.accounts != nil {
 		errs = append(errs, s.accounts.Close())
 	}
@@ -464,6 +474,7 @@ func (s *Server) routes() http.Handler {
 	mux.HandleFunc("GET /robots.txt", s.robots)
 	mux.HandleFunc("GET /.well-known/atproto-did", s.wellKnownDID)
 	mux.HandleFunc("/", notFound)
+	s.oauth.Mount(mux)
 	s.controlRoutes(mux)
-	return mux
+	return s.oauth.Middleware(mux)
 }

@@ -1,0 +1,130 @@
+package harness
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"testing"
+
+	"github.com/bluesky-social/indigo/atproto/auth/oauth"
+)
+
+// OAuth helpers: fakepds is its own OAuth authorization server (PAR, PKCE,
+// DPoP, the sign-in and consent page at /oauth/authorize). These drive the
+// consent without a browser, through the control plane's
+// POST /_fakepds/oauth/authorize, so they work in-process and attached.
+
+// AuthorizeOAuth signs the account in to the pending authorization request
+// that authorizeURL (the URL an app sends the browser to, with client_id
+// and request_uri) names and allows it, as the user would on the consent
+// page. It returns where the browser would go next: the app's redirect URI
+// with code, state and iss.
+func (a *Account) AuthorizeOAuth(t testing.TB, authorizeURL string) *url.URL {
+	t.Helper()
+	return a.pds.consent(t, authorizeURL, a.DID.String(), false)
+}
+
+// DenyOAuth is AuthorizeOAuth with the user pressing Deny: the redirect
+// carries error=access_denied.
+func (a *Account) DenyOAuth(t testing.TB, authorizeURL string) *url.URL {
+	t.Helper()
+	return a.pds.consent(t, authorizeURL, a.DID.String(), true)
+}
+
+func (p *PDS) consent(t testing.TB, authorizeURL, account string, deny bool) *url.URL {
+	t.Helper()
+	var out struct {
+		Redirect string `json:"redirect"`
+	}
+	p.power(t, "OAuth consent", http.MethodPost, "oauth/authorize",
+		map[string]any{"url": authorizeURL, "account": account, "deny": deny}, &out)
+	u, err := url.Parse(out.Redirect)
+	if err != nil {
+		t.Fatalf("OAuth consent: redirect %q: %v", out.Redirect, err)
+	}
+	return u
+}
+
+// OAuthServerMetadata is the PDS's authorization server metadata. It is
+// not checked with indigo's AuthServerMetadata.Validate, which requires
+// an https issuer without a port: a test PDS listens on http://127.0.0.1.
+func (p *PDS) OAuthServerMetadata(t testing.TB) *oauth.AuthServerMetadata {
+	t.Helper()
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, p.url+"/.well-known/oauth-authorization-server", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("OAuth server metadata: %v", err)
+	}
+	defer resp.Body.Close()
+	var m oauth.AuthServerMetadata
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("OAuth server metadata: %s", resp.Status)
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&m); err != nil {
+		t.Fatalf("OAuth server metadata: %v", err)
+	}
+	return &m
+}
+
+// StartOAuth begins app's login of the account against this PDS, as
+// app.StartAuthFlow would (which wants https hosts): a pushed
+// authorization request with PKCE and DPoP, the request saved in app's
+// store. It returns the authorize URL to send a browser to, or to pass to
+// AuthorizeOAuth.
+func (a *Account) StartOAuth(t testing.TB, app *oauth.ClientApp) string {
+	t.Helper()
+	ctx := t.Context()
+	meta := a.pds.OAuthServerMetadata(t)
+	info, err := app.SendAuthRequest(ctx, meta, app.Config.Scopes, a.Handle.String())
+	if err != nil {
+		t.Fatalf("OAuth PAR: %v", err)
+	}
+	did := a.DID
+	info.AccountDID = &did
+	if err := app.Store.SaveAuthRequestInfo(ctx, *info); err != nil {
+		t.Fatal(err)
+	}
+	q := url.Values{"client_id": {app.Config.ClientID}, "request_uri": {info.RequestURI}}
+	return meta.AuthorizationEndpoint + "?" + q.Encode()
+}
+
+// LoginOAuth runs app through the whole login as the account: StartOAuth,
+// AuthorizeOAuth, then app.ProcessCallback with the redirect (the token
+// request), and returns the resumed session; its APIClient makes DPoP
+// calls and refreshes itself. It sets app.Dir to the PDS's Directory: the
+// default one resolves DIDs on the public network.
+func (a *Account) LoginOAuth(t testing.TB, app *oauth.ClientApp) *oauth.ClientSession {
+	t.Helper()
+	app.Dir = a.pds.Directory()
+	redirect := a.AuthorizeOAuth(t, a.StartOAuth(t, app))
+	sess, err := finishOAuth(t.Context(), app, redirect)
+	if err != nil {
+		t.Fatalf("OAuth login: %v", err)
+	}
+	return sess
+}
+
+func finishOAuth(ctx context.Context, app *oauth.ClientApp, redirect *url.URL) (*oauth.ClientSession, error) {
+	data, err := app.ProcessCallback(ctx, redirect.Query())
+	if err != nil {
+		return nil, fmt.Errorf("callback: %w", err)
+	}
+	return app.ResumeSession(ctx, data.AccountDID, data.SessionID)
+}
+
+// OAuthSession logs the account in to a new development client
+// (http://localhost client id, public, the given scopes; "atproto" when
+// none) through the real flow and returns its session.
+func (a *Account) OAuthSession(t testing.TB, scopes ...string) *oauth.ClientSession {
+	t.Helper()
+	if len(scopes) == 0 {
+		scopes = []string{"atproto"}
+	}
+	cfg := oauth.NewLocalhostConfig("http://127.0.0.1/callback", scopes)
+	return a.LoginOAuth(t, oauth.NewClientApp(&cfg, oauth.NewMemStore()))
+}

@@ -1,0 +1,243 @@
+package harness_test
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/atcrypto"
+	"github.com/bluesky-social/indigo/atproto/auth/oauth"
+	"github.com/bluesky-social/indigo/atproto/syntax"
+
+	"github.com/fakepds/fakepds/harness"
+)
+
+func post(text string) map[string]any {
+	return map[string]any{"$type": "app.bsky.feed.post", "text": text, "createdAt": time.Now().UTC().Format(time.RFC3339)}
+}
+
+type recordRef struct {
+	URI string `json:"uri"`
+	CID string `json:"cid"`
+}
+
+func createRecord(t *testing.T, c *atclient.APIClient, did syntax.DID, collection string, record any) (recordRef, error) {
+	t.Helper()
+	var out recordRef
+	err := c.Post(t.Context(), "com.atproto.repo.createRecord", map[string]any{"repo": did, "collection": collection, "record": record}, &out)
+	return out, err
+}
+
+func apiErr(t *testing.T, err error, status int, name string) {
+	t.Helper()
+	var ae *atclient.APIError
+	if !errors.As(err, &ae) || ae.StatusCode != status || ae.Name != name {
+		t.Fatalf("got %v, want %d %s", err, status, name)
+	}
+}
+
+// TestOAuthLocalhostClient: indigo's development client logs in through
+// PAR, the consent and the token endpoint, then writes, reads and deletes
+// a record with DPoP, refreshes, outlives an access token, and is locked
+// out once revoked.
+func TestOAuthLocalhostClient(t *testing.T) {
+	t.Parallel()
+	p := harness.New(t)
+	a := p.NewAccount(t)
+	sess := a.OAuthSession(t, "atproto", "transition:generic")
+	c := sess.APIClient()
+	ctx := t.Context()
+
+	ref, err := createRecord(t, c, a.DID, "app.bsky.feed.post", post("hello over OAuth"))
+	if err != nil {
+		t.Fatalf("createRecord with DPoP: %v", err)
+	}
+	uri, _ := syntax.ParseATURI(ref.URI)
+	var rec struct {
+		Value map[string]any `json:"value"`
+	}
+	if err := c.Get(ctx, "com.atproto.repo.getRecord", map[string]any{"repo": a.DID, "collection": "app.bsky.feed.post", "rkey": uri.RecordKey()}, &rec); err != nil || rec.Value["text"] != "hello over OAuth" {
+		t.Fatalf("getRecord: %v %v", rec.Value, err)
+	}
+	var me map[string]any
+	if err := c.Get(ctx, "com.atproto.server.getSession", nil, &me); err != nil {
+		t.Fatalf("getSession: %v", err)
+	}
+	if me["did"] != a.DID.String() || me["email"] != nil {
+		t.Fatalf("getSession without account:email: %v", me)
+	}
+	if err := c.Post(ctx, "com.atproto.repo.deleteRecord", map[string]any{"repo": a.DID, "collection": "app.bsky.feed.post", "rkey": uri.RecordKey()}, nil); err != nil {
+		t.Fatalf("deleteRecord: %v", err)
+	}
+
+	before := sess.Data.AccessToken
+	if _, err := sess.RefreshTokens(ctx); err != nil || sess.Data.AccessToken == before {
+		t.Fatalf("refresh: %v", err)
+	}
+	// The access token lives an hour of the server's clock; indigo sees
+	// invalid_token, refreshes and retries.
+	before = sess.Data.AccessToken
+	p.Clock(t).Advance(61 * time.Minute)
+	if err := c.Get(ctx, "com.atproto.server.getSession", nil, &me); err != nil {
+		t.Fatalf("getSession after the access token expired: %v", err)
+	}
+	if sess.Data.AccessToken == before {
+		t.Fatal("the client did not refresh the expired token")
+	}
+
+	if err := sess.RevokeSession(ctx); err != nil {
+		t.Fatalf("revoke: %v", err)
+	}
+	if _, err := sess.RefreshTokens(ctx); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("refresh after revoke: %v", err)
+	}
+	// As the reference, a revoked session's access token stays valid
+	// until it expires (stateless tokens); then nothing renews it.
+	p.Clock(t).Advance(61 * time.Minute)
+	if _, err := createRecord(t, c, a.DID, "app.bsky.feed.post", post("after revoke")); err == nil {
+		t.Fatal("createRecord after revoke and expiry succeeded")
+	}
+}
+
+// TestOAuthScopes: granular scopes allow what they name and nothing else,
+// with the reference's 403s.
+func TestOAuthScopes(t *testing.T) {
+	t.Parallel()
+	p := harness.Shared(t)
+	a := p.NewAccount(t)
+	sess := a.OAuthSession(t, "atproto", "repo:app.bsky.feed.like?action=create")
+	c := sess.APIClient()
+
+	like := map[string]any{"$type": "app.bsky.feed.like", "createdAt": time.Now().UTC().Format(time.RFC3339),
+		"subject": map[string]any{"uri": "at://" + a.DID.String() + "/app.bsky.feed.post/3jzfcijpj2z2a", "cid": "bafyreidfayvfuwqa7qlnopdjiqrxzs6blmoeu4rujcjtnci5beludirz2a"}}
+	ref, err := createRecord(t, c, a.DID, "app.bsky.feed.like", like)
+	if err != nil {
+		t.Fatalf("createRecord in the granted collection: %v", err)
+	}
+	_, err = createRecord(t, c, a.DID, "app.bsky.feed.post", post("not granted"))
+	apiErr(t, err, 403, "ScopeMissingError")
+	uri, _ := syntax.ParseATURI(ref.URI)
+	err = c.Post(t.Context(), "com.atproto.repo.deleteRecord", map[string]any{"repo": a.DID, "collection": "app.bsky.feed.like", "rkey": uri.RecordKey()}, nil)
+	apiErr(t, err, 403, "ScopeMissingError")
+	err = c.Post(t.Context(), "com.atproto.server.createAppPassword", map[string]any{"name": "x"}, nil)
+	apiErr(t, err, 403, "Forbidden")
+}
+
+// TestOAuthDeny: the user pressing Deny sends the app access_denied.
+func TestOAuthDeny(t *testing.T) {
+	t.Parallel()
+	p := harness.Shared(t)
+	a := p.NewAccount(t)
+	cfg := oauth.NewLocalhostConfig("http://127.0.0.1/callback", []string{"atproto"})
+	app := oauth.NewClientApp(&cfg, oauth.NewMemStore())
+	app.Dir = p.Directory()
+	redirect := a.DenyOAuth(t, a.StartOAuth(t, app))
+	_, err := app.ProcessCallback(t.Context(), redirect.Query())
+	var cbe *oauth.AuthRequestCallbackError
+	if !errors.As(err, &cbe) || cbe.ErrorCode != "access_denied" {
+		t.Fatalf("callback after deny: %v (redirect %s)", err, redirect)
+	}
+}
+
+// TestOAuthConfidentialClient: a web client with a private_key_jwt key,
+// its metadata document served on loopback, logs in, writes and refreshes.
+func TestOAuthConfidentialClient(t *testing.T) {
+	t.Parallel()
+	p := harness.Shared(t)
+	a := p.NewAccount(t)
+	key, err := atcrypto.GeneratePrivateKeyP256()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cfg oauth.ClientConfig
+	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m := cfg.ClientMetadata()
+		jwks := cfg.PublicJWKS()
+		m.JWKS = &jwks
+		name := "Confidential test app"
+		m.ClientName = &name
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m)
+	}))
+	t.Cleanup(meta.Close)
+	cfg = oauth.NewPublicConfig(meta.URL+"/client-metadata.json", "http://127.0.0.1/callback", []string{"atproto", "transition:generic"})
+	if err := cfg.SetClientSecret(key, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	sess := a.LoginOAuth(t, oauth.NewClientApp(&cfg, oauth.NewMemStore()))
+	if _, err := createRecord(t, sess.APIClient(), a.DID, "app.bsky.feed.post", post("from a confidential client")); err != nil {
+		t.Fatalf("createRecord: %v", err)
+	}
+	if _, err := sess.RefreshTokens(t.Context()); err != nil {
+		t.Fatalf("refresh with a client assertion: %v", err)
+	}
+	if _, err := createRecord(t, sess.APIClient(), a.DID, "app.bsky.feed.post", post("after refresh")); err != nil {
+		t.Fatalf("createRecord after refresh: %v", err)
+	}
+}
+
+// TestOAuthDPoPChecks: the resource server's answers to a missing proof,
+// a replayed proof and a stale nonce, and the token endpoint's to a
+// replayed refresh token.
+func TestOAuthDPoPChecks(t *testing.T) {
+	t.Parallel()
+	p := harness.Shared(t)
+	a := p.NewAccount(t)
+	sess := a.OAuthSession(t, "atproto", "transition:generic")
+	target := p.URL() + "/xrpc/com.atproto.server.getSession"
+	call := func(proof string) *http.Response {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, target, nil)
+		req.Header.Set("Authorization", "DPoP "+sess.Data.AccessToken)
+		if proof != "" {
+			req.Header.Set("DPoP", proof)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { resp.Body.Close() })
+		return resp
+	}
+	want := func(resp *http.Response, status int, name, challenge string) {
+		t.Helper()
+		var body struct{ Error, Message string }
+		_ = json.NewDecoder(resp.Body).Decode(&body)
+		if resp.StatusCode != status || body.Error != name || !strings.Contains(resp.Header.Get("WWW-Authenticate"), challenge) {
+			t.Fatalf("got %d %+v (WWW-Authenticate %q), want %d %s with %q", resp.StatusCode, body, resp.Header.Get("WWW-Authenticate"), status, name, challenge)
+		}
+	}
+	want(call(""), 401, "invalid_dpop_proof", `DPoP algs=`)
+
+	proof, err := sess.NewHostDPoP(http.MethodGet, target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp := call(proof); resp.StatusCode != 200 {
+		t.Fatalf("a fresh proof: %d", resp.StatusCode)
+	}
+	want(call(proof), 401, "invalid_dpop_proof", `error="invalid_dpop_proof"`)
+
+	sess.Data.DPoPHostNonce = "stale"
+	proof, _ = sess.NewHostDPoP(http.MethodGet, target)
+	resp := call(proof)
+	if resp.Header.Get("DPoP-Nonce") == "" {
+		t.Fatal("no DPoP-Nonce header with use_dpop_nonce")
+	}
+	want(resp, 401, "use_dpop_nonce", `error="use_dpop_nonce"`)
+
+	// A refresh token used twice ends the session.
+	old := sess.Data.RefreshToken
+	if _, err := sess.RefreshTokens(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	sess.Data.RefreshToken = old
+	if _, err := sess.RefreshTokens(t.Context()); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("refresh with a used refresh token: %v", err)
+	}
+}
