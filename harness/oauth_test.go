@@ -223,6 +223,13 @@ func TestOAuthDPoPChecks(t *testing.T) {
 	}
 	want(call(proof), 401, "invalid_dpop_proof", `error="invalid_dpop_proof"`)
 
+	// A proof whose ath hashes another token.
+	tok := sess.Data.AccessToken
+	sess.Data.AccessToken = "another token"
+	proof, _ = sess.NewHostDPoP(http.MethodGet, target)
+	sess.Data.AccessToken = tok
+	want(call(proof), 401, "invalid_dpop_proof", `error="invalid_dpop_proof"`)
+
 	sess.Data.DPoPHostNonce = "stale"
 	proof, _ = sess.NewHostDPoP(http.MethodGet, target)
 	resp := call(proof)
@@ -236,8 +243,13 @@ func TestOAuthDPoPChecks(t *testing.T) {
 	if _, err := sess.RefreshTokens(t.Context()); err != nil {
 		t.Fatal(err)
 	}
+	current := sess.Data.RefreshToken
 	sess.Data.RefreshToken = old
 	if _, err := sess.RefreshTokens(t.Context()); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
 		t.Fatalf("refresh with a used refresh token: %v", err)
+	}
+	sess.Data.RefreshToken = current
+	if _, err := sess.RefreshTokens(t.Context()); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("refresh with the current token after a replay: %v", err)
 	}
 }
