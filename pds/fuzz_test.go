@@ -43,7 +43,10 @@ type fuzzAccount struct {
 // fuzzPDS is the server a fuzz target drives, with two accounts holding a
 // few records each.
 type fuzzPDS struct {
-	s          *pds.Server
+	s *pds.Server
+	// remote, when set, is the URL of another PDS (the reference) the
+	// calls go to instead of s; TestOddCases uses it.
+	remote     *refPDS
 	alice, bob fuzzAccount
 	admin      string // the Authorization header of the admin
 	logs       *errorLog
@@ -65,12 +68,16 @@ func newFuzzPDS(tb testing.TB) *fuzzPDS {
 
 func (p *fuzzPDS) open(tb testing.TB) {
 	tb.Helper()
-	s, err := pds.New(pds.Config{Logger: slog.New(p.logs)})
-	if err != nil {
-		tb.Fatal(err)
+	if p.remote != nil {
+		p.admin = basicAuth(p.remote.AdminPassword)
+	} else {
+		s, err := pds.New(pds.Config{Logger: slog.New(p.logs)})
+		if err != nil {
+			tb.Fatal(err)
+		}
+		p.s = s
+		p.admin = basicAuth(s.AdminPassword())
 	}
-	p.s = s
-	p.admin = basicAuth(s.AdminPassword())
 	p.alice = p.seedAccount(tb, "alice")
 	p.bob = p.seedAccount(tb, "bob")
 	for _, a := range []fuzzAccount{p.alice, p.bob} {
@@ -237,6 +244,9 @@ func (p *fuzzPDS) serve(tb testing.TB, what string, req *http.Request) fuzzReply
 	tb.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
+	if p.remote != nil {
+		return p.remote.serve(tb, what, req.WithContext(ctx))
+	}
 	rec := httptest.NewRecorder()
 	done := make(chan any, 1)
 	go func() {
@@ -281,8 +291,10 @@ func (p *fuzzPDS) state(tb testing.TB) string {
 		get(fuzzCall{NSID: "app.bsky.actor.getPreferences", Auth: "Bearer " + a.Access})
 		get(fuzzCall{NSID: "com.atproto.server.listAppPasswords", Auth: "Bearer " + a.Access})
 	}
-	seq, err := p.s.Seq(context.Background())
-	fmt.Fprintf(&b, "seq: %d %v\n", seq, err)
+	if p.s != nil {
+		seq, err := p.s.Seq(context.Background())
+		fmt.Fprintf(&b, "seq: %d %v\n", seq, err)
+	}
 	return b.String()
 }
 
@@ -461,6 +473,7 @@ var oddCases = []struct {
 		return c.NSID == "com.atproto.admin.updateAccountEmail" && anyIs(causes, account.ErrEmailTaken)
 	}},
 	{"createAppPassword with a name in use", appPasswordTaken},
+	{"an admin subject in a repo this PDS does not hold", unheldSubject},
 }
 
 // matchedOdd names the odd case a 500 answer to c is, or "".
@@ -567,4 +580,40 @@ func appPasswordTaken(p *fuzzPDS, t *testing.T, c fuzzCall, _ []error) bool {
 	var out struct{ Passwords []struct{ Name string } }
 	_ = json.Unmarshal(l.Body, &out)
 	return slices.ContainsFunc(out.Passwords, func(p struct{ Name string }) bool { return p.Name == in.Name })
+}
+
+// unheldSubject: updateSubjectStatus of a record or blob whose repo this
+// PDS does not hold (an unknown DID, or a handle in the URI), or
+// getSubjectStatus of a record URI naming its repo by handle: the
+// reference fails to open an actor store for it.
+func unheldSubject(p *fuzzPDS, _ *testing.T, c fuzzCall, _ []error) bool {
+	held := func(repo string) bool { return repo == p.alice.DID || repo == p.bob.DID }
+	switch c.NSID {
+	case "com.atproto.admin.getSubjectStatus":
+		q, err := url.ParseQuery(c.Query)
+		if err != nil || q.Get("blob") != "" {
+			return false
+		}
+		uri, err := syntax.ParseATURI(q.Get("uri"))
+		return err == nil && !uri.Authority().IsDID()
+	case "com.atproto.admin.updateSubjectStatus":
+		var in struct {
+			Subject struct {
+				Type string `json:"$type"`
+				URI  string
+				DID  string
+			}
+		}
+		if json.Unmarshal([]byte(c.Body), &in) != nil {
+			return false
+		}
+		switch in.Subject.Type {
+		case "com.atproto.repo.strongRef":
+			uri, err := syntax.ParseATURI(in.Subject.URI)
+			return err == nil && !held(uri.Authority().String())
+		case "com.atproto.admin.defs#repoBlobRef":
+			return !held(in.Subject.DID)
+		}
+	}
+	return false
 }

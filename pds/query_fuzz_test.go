@@ -37,7 +37,7 @@ var queries = []struct {
 	{"app.bsky.actor.getPreferences", []string{""}},
 	{"com.atproto.admin.getAccountInfo", []string{"did=$alice", "did=bad"}},
 	{"com.atproto.admin.getAccountInfos", []string{"dids=$alice&dids=$bob", "dids=bad"}},
-	{"com.atproto.admin.getSubjectStatus", []string{"did=$alice", "uri=at://$alice/app.bsky.feed.post/3l4b6g6qbvs2a", "did=$alice&blob=" + seedCID}},
+	{"com.atproto.admin.getSubjectStatus", []string{"did=$alice", "uri=at://$alice/app.bsky.feed.post/3l4b6g6qbvs2a", "did=$alice&blob=" + seedCID, "uri=at://alice.test/app.bsky.feed.post/3l4b6g6qbvs2a"}},
 	{"com.atproto.admin.getInviteCodes", []string{"sort=recent&limit=10", "sort=usage&cursor=x", "sort=odd&limit=501"}},
 }
 
