@@ -67,7 +67,7 @@ var Known = []Difference{
 	// ------------------------------------------------------ deliberate
 	{
 		ID:        "plc-did-document-format",
-		Scenarios: []string{"account-create", "repo-list-describe", "firehose-account-creation", "identity"},
+		Scenarios: []string{"account-create", "repo-list-describe", "firehose-account-creation", "identity", "handle-reserved"},
 		At:        []string{"* > body.didDoc.@context", "* > body.didDoc.verificationMethod"},
 		Backends:  []string{"inprocess"},
 		Verdict:   "deliberate", Reference: ReferenceVersion,

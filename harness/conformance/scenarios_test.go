@@ -18,6 +18,7 @@ var scenarios = []scenario{
 	{name: "blobs", run: blobs},
 	{name: "sync", run: syncEndpoints},
 	{name: "identity", run: identity},
+	{name: "handle-reserved", run: handleReserved},
 	{name: "admin-takedown", run: adminTakedown},
 	{name: "admin-accounts", run: adminAccounts},
 	{name: "firehose-account-creation", run: firehoseAccountCreation},
