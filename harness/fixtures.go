@@ -15,9 +15,18 @@ import (
 // Every load gets handles of its own ("alice" becomes
 // "alice-3f9a2c1b.test"), so test binaries sharing one PDS can each load
 // the same fixture: find accounts and records by their names in the file,
-// with Fixture, FixtureAccount and FixtureRecord. Given twice, the last
-// path wins.
-func WithFixtures(path string) Option { return func(s *setup) { s.fixtures = path } }
+// with Fixture, FixtureAccount and FixtureRecord. Given twice (or with
+// WithFixture), the last one wins.
+func WithFixtures(path string) Option {
+	return func(s *setup) { s.fixtures, s.fixtureFile = path, nil }
+}
+
+// WithFixture is WithFixtures for a fixture already in hand: one built in
+// Go, or the embedded fixtures.Social() (nothing to copy into your
+// repository).
+func WithFixture(f *fixtures.File) Option {
+	return func(s *setup) { s.fixtures, s.fixtureFile = "", f }
+}
 
 // apply collects what opts ask for (for a PDS attached to, only what
 // happens once it answers matters).
@@ -31,12 +40,15 @@ func apply(opts []Option) *setup {
 
 // ready does what the options ask for once the PDS answers.
 func (p *PDS) ready(s *setup) error {
-	if s.fixtures == "" {
+	f := s.fixtureFile
+	if f == nil && s.fixtures == "" {
 		return nil
 	}
-	f, err := fixtures.Open(s.fixtures)
-	if err != nil {
-		return err
+	var err error
+	if f == nil {
+		if f, err = fixtures.Open(s.fixtures); err != nil {
+			return err
+		}
 	}
 	p.fixture, err = fixtures.Load(context.Background(), p.url, f, fixtures.UniqueHandles(), fixtures.WithAdminPassword(p.adminPassword))
 	return err

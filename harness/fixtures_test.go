@@ -4,6 +4,7 @@ import (
 	"regexp"
 	"testing"
 
+	"github.com/fakepds/fakepds/fixtures"
 	"github.com/fakepds/fakepds/harness"
 )
 
@@ -33,6 +34,17 @@ func TestWithFixtures(t *testing.T) {
 	reply := bob.Reply(t, hello, p.FixtureRecord(t, "alice/reply2"), "another reply")
 	if reply.URI.Authority().String() != bob.DID.String() {
 		t.Fatalf("reply at %s", reply.URI)
+	}
+}
+
+// The embedded social fixture needs no file in the user's repository.
+func TestWithFixtureSocial(t *testing.T) {
+	t.Parallel()
+	p := harness.New(t, harness.WithFixture(fixtures.Social()))
+	hello := p.FixtureRecord(t, "alice/hello")
+	p.FixtureAccount(t, "bob").Like(t, hello)
+	if v := p.RequireRecord(t, hello.URI); v["text"] == "" {
+		t.Fatalf("alice/hello = %v", v)
 	}
 }
 
