@@ -18,6 +18,10 @@ import (
 
 const requestURIPrefix = "urn:ietf:params:oauth:request_uri:"
 
+// idLength is the length of a code and a refresh token: a four-character
+// prefix and 32 random bytes in hex, the reference's format.
+const idLength = 4 + 64
+
 // requestURL is the request's own URL as the issuer names it, for the
 // proof's htu.
 func (p *Provider) requestURL(r *http.Request) *url.URL {
@@ -84,7 +88,7 @@ func (p *Provider) checkParams(c *client, par *params, pr *proof, dpopJKT string
 		if par.ResponseType == "" {
 			return errInvalidRequest(`Missing "response_type" parameter`)
 		}
-		return errInvalidRequest(`Unsupported response_type "%s"`, par.ResponseType)
+		return oerr(400, "unsupported_response_type", `Unsupported response_type "%s"`, par.ResponseType)
 	}
 	switch par.ResponseMode {
 	case "", "query", "fragment", "form_post":
@@ -97,21 +101,22 @@ func (p *Provider) checkParams(c *client, par *params, pr *proof, dpopJKT string
 		}
 		par.RedirectURI = c.Meta.RedirectURIs[0]
 	} else if !c.redirectAllowed(par.RedirectURI) {
-		return oerr(400, "invalid_request", `Invalid redirect_uri %s (allowed %s)`, par.RedirectURI, strings.Join(c.Meta.RedirectURIs, " "))
+		return errInvalidRequest("Invalid redirect_uri %s", par.RedirectURI)
 	}
-	// Unknown and malformed scopes are dropped (indigo's parser, as the
-	// reference drops what isAtprotoOauthScope refuses); each kept one must
-	// be declared by the client.
+	// Every requested scope must be declared by the client; then unknown
+	// and malformed ones are dropped (indigo's parser, as the reference
+	// drops what isAtprotoOauthScope refuses).
 	declared := strings.Split(c.Meta.Scope, " ")
 	var kept []string
 	for _, s := range strings.Split(par.Scope, " ") {
-		if s == "" || slices.Contains(kept, s) || !knownScope(s) {
-			continue
-		}
-		if !slices.Contains(declared, s) {
+		if s != "" && !slices.Contains(declared, s) {
 			return oerr(400, "invalid_scope", `Scope "%s" is not declared in the client metadata`, s)
 		}
-		kept = append(kept, s)
+	}
+	for _, s := range strings.Split(par.Scope, " ") {
+		if s != "" && !slices.Contains(kept, s) && knownScope(s) {
+			kept = append(kept, s)
+		}
 	}
 	par.Scope = strings.Join(kept, " ")
 	if par.CodeChallenge == "" {
@@ -140,10 +145,10 @@ func (p *Provider) checkParams(c *client, par *params, pr *proof, dpopJKT string
 		return errInvalidRequest(`"dpop_jkt" parameter does not match the DPoP proof`)
 	case pr != nil:
 		par.DPoPJKT = pr.jkt
-	case dpopJKT != "":
-		par.DPoPJKT = dpopJKT
 	default:
-		return errDPoP("DPoP proof required")
+		// Without a proof the request is bound to the key of the token
+		// request's proof (or dpop_jkt, RFC 9449 10), as the reference.
+		par.DPoPJKT = dpopJKT
 	}
 	return nil
 }
@@ -271,10 +276,12 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) error {
 		return err
 	}
 	grant := r.PostForm.Get("grant_type")
+	switch grant {
+	case "authorization_code", "refresh_token", "password", "client_credentials":
+	default:
+		return errInvalidGrant("Invalid request payload: Invalid discriminator value. Expected 'authorization_code' | 'refresh_token' | 'password' | 'client_credentials' at body.grant_type")
+	}
 	if !slices.Contains(c.Meta.GrantTypes, grant) {
-		if grant == "" {
-			return errInvalidRequest(`Missing "grant_type" parameter`)
-		}
 		return oerr(400, "unauthorized_client", `This client is not allowed to use the "%s" grant type`, grant)
 	}
 	var resp map[string]any
@@ -295,8 +302,8 @@ func (p *Provider) token(w http.ResponseWriter, r *http.Request) error {
 
 func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, pr *proof, f url.Values) (map[string]any, error) {
 	code := f.Get("code")
-	if code == "" {
-		return nil, errInvalidRequest(`Missing "code" parameter`)
+	if len(code) != idLength {
+		return nil, errInvalidGrant("Invalid code: String must contain exactly %d character(s) at code", idLength)
 	}
 	now := p.now()
 	var fail error
@@ -315,7 +322,7 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 			fail = errInvalidGrant("Invalid code_verifier")
 		case pr == nil:
 			fail = errDPoP("DPoP proof required")
-		case pr.jkt != req.Params.DPoPJKT:
+		case req.Params.DPoPJKT != "" && pr.jkt != req.Params.DPoPJKT:
 			fail = keyBindingError()
 		}
 		if fail == nil {
@@ -324,6 +331,7 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 		if fail != nil {
 			return nil, fail
 		}
+		req.Params.DPoPJKT = pr.jkt
 		t := &tokenRow{
 			ID: randomID("tok-", 16), DID: req.DID, ClientID: c.ID, Auth: cauth, Params: req.Params,
 			RefreshToken: randomID("ref-", 32), CreatedAt: now, UpdatedAt: now,
@@ -367,8 +375,8 @@ func keyBindingError() *Error {
 
 func (p *Provider) refreshGrant(ctx context.Context, c *client, cauth clientAuth, pr *proof, f url.Values) (map[string]any, error) {
 	refresh := f.Get("refresh_token")
-	if refresh == "" {
-		return nil, errInvalidRequest(`Missing "refresh_token" parameter`)
+	if len(refresh) != idLength {
+		return nil, errInvalidGrant("Invalid refresh token: String must contain exactly %d character(s) at refresh_token", idLength)
 	}
 	t, current, err := p.db.tokenByRefresh(ctx, refresh)
 	if errors.Is(err, errNotFound) {

@@ -279,7 +279,9 @@ func TestPARChecks(t *testing.T) {
 		{"undeclared scope", func(f url.Values) { f.Set("scope", "atproto transition:email") }, "invalid_scope", `Scope "transition:email" is not declared in the client metadata`},
 		{"no atproto", func(f url.Values) { f.Set("scope", "transition:generic") }, "invalid_scope", `The "atproto" scope is required`},
 		{"unregistered redirect", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:9999/other") }, "invalid_request", "Invalid redirect_uri"},
-		{"response type", func(f url.Values) { f.Set("response_type", "token") }, "invalid_request", `Unsupported response_type "token"`},
+		{"response type", func(f url.Values) { f.Set("response_type", "token") }, "unsupported_response_type", `Unsupported response_type "token"`},
+		{"unknown scope", func(f url.Values) { f.Set("scope", "atproto bogus:x") }, "invalid_scope", `Scope "bogus:x" is not declared in the client metadata`},
+		{"another port", func(f url.Values) { f.Set("redirect_uri", "http://127.0.0.1:1234/cb") }, "invalid_request", "Invalid redirect_uri http://127.0.0.1:1234/cb"},
 	} {
 		f := parForm(redirect, "atproto transition:generic")
 		tc.edit(f)
@@ -288,22 +290,45 @@ func TestPARChecks(t *testing.T) {
 			t.Errorf("%s: %d %v", tc.name, a.status, a.body)
 		}
 	}
-	// No proof at all: 401 invalid_dpop_proof with a DPoP challenge.
+	// A proof without the nonce: 400 use_dpop_nonce, with the nonce.
 	f := parForm(redirect, "atproto")
 	f.Set("client_id", c.form.Get("client_id"))
-	a := c.raw("/oauth/par", f, "")
-	if a.status != 401 || a.err() != "invalid_dpop_proof" || !strings.HasPrefix(a.header.Get("WWW-Authenticate"), "DPoP ") {
-		t.Fatalf("PAR without DPoP: %d %v %v", a.status, a.body, a.header)
-	}
-	// A proof without the nonce: 400 use_dpop_nonce, with the nonce.
 	proof, _ := indigo.NewAuthDPoP("POST", ts.url+"/oauth/par", "", c.key)
-	a = c.raw("/oauth/par", f, proof)
+	a := c.raw("/oauth/par", f, proof)
 	if a.status != 400 || a.err() != "use_dpop_nonce" || a.header.Get("DPoP-Nonce") == "" {
 		t.Fatalf("PAR without a nonce: %d %v", a.status, a.body)
 	}
-	a = c.post("/oauth/par", parForm(redirect, "atproto bogus:scope"))
+	a = c.post("/oauth/par", parForm(redirect, "atproto"))
 	if a.status != 201 || !strings.HasPrefix(a.body["request_uri"].(string), requestURIPrefix) || a.body["expires_in"] != 299.0 {
 		t.Fatalf("PAR: %d %v", a.status, a.body)
+	}
+}
+
+// TestPARWithoutDPoP: as the reference, a pushed request needs no proof;
+// the session is then bound to the key of the token request's proof.
+func TestPARWithoutDPoP(t *testing.T) {
+	ts := newTestServer(t)
+	redirect := "http://127.0.0.1:9999/cb"
+	c := ts.client(loopbackID(redirect, "atproto"))
+	f := parForm(redirect, "atproto")
+	f.Set("client_id", c.form.Get("client_id"))
+	a := c.raw("/oauth/par", f, "")
+	if a.status != 201 {
+		t.Fatalf("PAR without DPoP: %d %v", a.status, a.body)
+	}
+	u := ts.url + "/oauth/authorize?" + url.Values{"client_id": c.form["client_id"], "request_uri": {a.body["request_uri"].(string)}}.Encode()
+	dest, err := ts.p.Approve(t.Context(), u, "did:plc:alice", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	du, _ := url.Parse(dest)
+	a = c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {du.Query().Get("code")}, "redirect_uri": {redirect}, "code_verifier": {verifier}})
+	if a.status != 200 {
+		t.Fatalf("token: %d %v", a.status, a.body)
+	}
+	other := ts.client(c.form.Get("client_id"))
+	if a := other.post("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {a.body["refresh_token"].(string)}}); a.status != 401 || a.desc() != "Invalid DPoP key binding" {
+		t.Fatalf("refresh with another key: %d %v", a.status, a.body)
 	}
 }
 
