@@ -748,7 +748,7 @@ func (s *Server) importRepo(w http.ResponseWriter, r *http.Request, c *caller) e
 		})
 	})
 	if errors.Is(err, repo.ErrInvalidRepo) {
-		return xrpc.InvalidRequest("", "%s", strings.TrimPrefix(err.Error(), "repo: "))
+		return xrpc.InvalidRequest("", "%s", strings.TrimPrefix(err.Error(), repo.ErrInvalidRepo.Error()+": "))
 	}
 	if err != nil {
 		return err

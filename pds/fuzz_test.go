@@ -474,6 +474,9 @@ var oddCases = []struct {
 	}},
 	{"createAppPassword with a name in use", appPasswordTaken},
 	{"an admin subject in a repo this PDS does not hold", unheldSubject},
+	{"an importRepo CAR that does not read as a repo", func(_ *fuzzPDS, _ *testing.T, c fuzzCall, causes []error) bool {
+		return c.NSID == "com.atproto.repo.importRepo" && anyIs(causes, repo.ErrUnreadableRepo)
+	}},
 }
 
 // matchedOdd names the odd case a 500 answer to c is, or "".

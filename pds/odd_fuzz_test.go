@@ -24,44 +24,51 @@ var oddReference = flag.Bool("odd-reference", false,
 var oddInputs = []struct {
 	name  string
 	setup func(p *fuzzPDS) []fuzzCall
-	call  func(p *fuzzPDS) fuzzCall
+	call  func(t testing.TB, p *fuzzPDS) fuzzCall
 }{
-	{name: "a record the reference's data model cannot hold", call: func(p *fuzzPDS) fuzzCall {
+	{name: "a record the reference's data model cannot hold", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return p.aliceCall("com.atproto.repo.createRecord", `{"repo":"$alice","collection":"app.bsky.feed.post","record":{"$type":"app.bsky.feed.post","text":"n","createdAt":"2026-11-30T12:00:00.000Z","n":9007199254740992}}`)
 	}},
-	{name: "a create of a record that exists", call: func(p *fuzzPDS) fuzzCall {
+	{name: "a create of a record that exists", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return p.aliceCall("com.atproto.repo.createRecord", `{"repo":"$alice","collection":"app.bsky.feed.post","rkey":"3l4b6g6qbvs2a","record":`+seedPost+`}`)
 	}},
-	{name: "a create of a record that exists", call: func(p *fuzzPDS) fuzzCall {
+	{name: "a create of a record that exists", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		w := `{"$type":"com.atproto.repo.applyWrites#create","collection":"app.bsky.feed.post","rkey":"3l4b6g6qbvs2d","value":` + seedPost + `}`
 		return p.aliceCall("com.atproto.repo.applyWrites", `{"repo":"$alice","writes":[`+w+`,`+w+`]}`)
 	}},
-	{name: "an applyWrites update of a missing record", call: func(p *fuzzPDS) fuzzCall {
+	{name: "an applyWrites update of a missing record", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return p.aliceCall("com.atproto.repo.applyWrites", `{"repo":"$alice","writes":[{"$type":"com.atproto.repo.applyWrites#update","collection":"app.bsky.feed.post","rkey":"3l4b6g6qbvs2y","value":`+seedPost+`}]}`)
 	}},
-	{name: "an applyWrites delete of a missing record", call: func(p *fuzzPDS) fuzzCall {
+	{name: "an applyWrites delete of a missing record", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return p.aliceCall("com.atproto.repo.applyWrites", `{"repo":"$alice","writes":[{"$type":"com.atproto.repo.applyWrites#delete","collection":"app.bsky.feed.post","rkey":"3l4b6g6qbvs2z"}]}`)
 	}},
-	{name: "admin.updateAccountEmail to an address another account holds", call: func(p *fuzzPDS) fuzzCall {
+	{name: "admin.updateAccountEmail to an address another account holds", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return fuzzCall{NSID: "com.atproto.admin.updateAccountEmail", Auth: p.admin, Body: `{"account":"alice.test","email":"bob@example.com"}`}
 	}},
 	{name: "createAppPassword with a name in use",
 		setup: func(p *fuzzPDS) []fuzzCall {
 			return []fuzzCall{p.aliceCall("com.atproto.server.createAppPassword", `{"name":"twice"}`)}
 		},
-		call: func(p *fuzzPDS) fuzzCall {
+		call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 			return p.aliceCall("com.atproto.server.createAppPassword", `{"name":"twice"}`)
 		}},
-	{name: "an admin subject in a repo this PDS does not hold", call: func(p *fuzzPDS) fuzzCall {
+	{name: "an admin subject in a repo this PDS does not hold", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return fuzzCall{NSID: "com.atproto.admin.updateSubjectStatus", Auth: p.admin,
 			Body: `{"subject":{"$type":"com.atproto.repo.strongRef","uri":"at://alice.test/app.bsky.feed.post/3l4b6g6qbvs2a","cid":"` + seedCID + `"},"takedown":{"applied":true}}`}
 	}},
-	{name: "an admin subject in a repo this PDS does not hold", call: func(p *fuzzPDS) fuzzCall {
+	{name: "an admin subject in a repo this PDS does not hold", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return fuzzCall{NSID: "com.atproto.admin.updateSubjectStatus", Auth: p.admin,
 			Body: `{"subject":{"$type":"com.atproto.admin.defs#repoBlobRef","did":"did:plc:aaaaaaaaaaaaaaaaaaaaaaaa","cid":"` + seedCID + `"},"takedown":{"applied":true}}`}
 	}},
-	{name: "an admin subject in a repo this PDS does not hold", call: func(p *fuzzPDS) fuzzCall {
+	{name: "an admin subject in a repo this PDS does not hold", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return fuzzCall{NSID: "com.atproto.admin.getSubjectStatus", Auth: p.admin, Query: "uri=at://alice.test/app.bsky.feed.post/3l4b6g6qbvs2a"}
+	}},
+	{name: "an importRepo CAR that does not read as a repo", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
+		return fuzzCall{NSID: "com.atproto.repo.importRepo", Auth: "Bearer " + p.alice.Access, ContentType: "application/vnd.ipld.car", Body: "not a CAR"}
+	}},
+	{name: "an importRepo CAR that does not read as a repo", call: func(t testing.TB, p *fuzzPDS) fuzzCall {
+		car := p.mustCall(t, fuzzCall{NSID: "com.atproto.sync.getRepo", Query: "did=" + p.alice.DID}).Body
+		return fuzzCall{NSID: "com.atproto.repo.importRepo", Auth: "Bearer " + p.alice.Access, ContentType: "application/vnd.ipld.car", Body: string(car[:len(car)-1])}
 	}},
 }
 
@@ -102,7 +109,7 @@ func TestOddCases(t *testing.T) {
 						p.mustCall(t, c)
 					}
 				}
-				c := in.call(p)
+				c := in.call(t, p)
 				before := p.state(t)
 				p.logs.reset()
 				r, _ := p.do(t, c)

@@ -1,11 +1,16 @@
 package pds_test
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/url"
 	"os"
 	"testing"
+
+	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
+	gocar "github.com/ipld/go-car"
 )
 
 // Seeds name the fuzz server's accounts by placeholder ($alice, $bob: see
@@ -153,7 +158,9 @@ func jsonString(s string) string {
 // FuzzImportRepo sends importRepo a CAR: an input's own bytes, or (when it
 // has none) the fuzz server's own export of alice's repo, with bytes
 // flipped at an offset and cut short; so the mutations reach past the
-// DID check whatever DIDs the fuzz process's server minted.
+// DID check whatever DIDs the fuzz process's server minted. Besides check's
+// invariant: a CAR taken becomes the head, and the repo then exports as a
+// whole, verified repo (every block hashes to its CID, the MST holds).
 func FuzzImportRepo(f *testing.F) {
 	p := newFuzzPDS(f)
 	base := p.mustCall(f, fuzzCall{NSID: "com.atproto.sync.getRepo", Query: "did=" + p.alice.DID}).Body
@@ -163,6 +170,13 @@ func FuzzImportRepo(f *testing.F) {
 		f.Add([]byte(nil), uint32(0), []byte(nil), at)
 	}
 	f.Add([]byte(nil), uint32(len(base)-5), []byte{1, 2, 3, 4, 5, 6, 7, 8}, uint32(0))
+	// A byte of a record, of an MST key, of the commit's DID: each block
+	// then no longer hashes to its CID.
+	for _, in := range []string{"post 1", "feed.post/3l4b6g6qbvs2b", p.alice.DID} {
+		if i := bytes.Index(base, []byte(in)); i >= 0 {
+			f.Add([]byte(nil), uint32(i+2), []byte{1}, uint32(0))
+		}
+	}
 	f.Add([]byte("not a car"), uint32(0), []byte(nil), uint32(0))
 	f.Add([]byte{0x0a, 0xa1, 0x65, 0x72, 0x6f, 0x6f, 0x74, 0x73, 0x80}, uint32(0), []byte(nil), uint32(0))
 	f.Add(base, uint32(0), []byte(nil), uint32(0)) // in a fuzz worker, another server's alice
@@ -177,7 +191,50 @@ func FuzzImportRepo(f *testing.F) {
 		if cut > 0 && int(cut) < len(car) {
 			car = car[:cut]
 		}
-		p.check(t, fuzzCall{NSID: "com.atproto.repo.importRepo", Auth: "Bearer " + p.alice.Access,
+		r, _ := p.check(t, fuzzCall{NSID: "com.atproto.repo.importRepo", Auth: "Bearer " + p.alice.Access,
 			ContentType: "application/vnd.ipld.car", Body: string(car)})
+		if r.Status == 200 {
+			verifyImported(t, p, car)
+		}
 	})
+}
+
+// verifyImported: after importRepo took car, alice's head is car's root
+// and her repo exports as a CAR whose every block hashes to its CID and
+// whose MST indigo loads and verifies.
+func verifyImported(t *testing.T, p *fuzzPDS, car []byte) {
+	t.Helper()
+	hdr, err := gocar.ReadHeader(bufio.NewReader(bytes.NewReader(car)))
+	if err != nil || len(hdr.Roots) != 1 {
+		t.Fatalf("importRepo took a CAR whose header does not read: %v", err)
+	}
+	l := p.mustCall(t, fuzzCall{NSID: "com.atproto.sync.getLatestCommit", Query: "did=" + p.alice.DID})
+	var latest struct{ CID string }
+	if err := json.Unmarshal(l.Body, &latest); err != nil || latest.CID != hdr.Roots[0].String() {
+		t.Fatalf("importRepo took a CAR with root %s, head is %s", hdr.Roots[0], l.Body)
+	}
+	out := p.mustCall(t, fuzzCall{NSID: "com.atproto.sync.getRepo", Query: "did=" + p.alice.DID}).Body
+	cr, err := gocar.NewCarReader(bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("export after import: %v", err)
+	}
+	for {
+		blk, err := cr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			t.Fatalf("export after import: %v", err)
+		}
+		if sum, err := blk.Cid().Prefix().Sum(blk.RawData()); err != nil || !sum.Equals(blk.Cid()) {
+			t.Fatalf("export after import: block %s holds bytes hashing to %s", blk.Cid(), sum)
+		}
+	}
+	_, rp, err := indigorepo.LoadRepoFromCAR(t.Context(), bytes.NewReader(out))
+	if err != nil {
+		t.Fatalf("export after import: %v", err)
+	}
+	if err := rp.MST.Verify(); err != nil {
+		t.Fatalf("export after import: MST: %v", err)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 
 	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
@@ -276,15 +277,26 @@ func TestImportRejects(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
+	withoutCommit := writeCAR(t, roots, slices.DeleteFunc(slices.Clone(order), func(c cid.Cid) bool {
+		return c.Equals(roots[0])
+	}), data)
+	// What the reference refuses as InvalidRequest is ErrInvalidRepo; what
+	// it cannot read at all (its 500) is ErrUnreadableRepo.
 	for _, tc := range []struct {
 		name string
 		did  syntax.DID
 		car  []byte
+		want error
+		msg  string
 	}{
-		{"another account's repo", "did:plc:someoneelse0000000000000", full},
-		{"not a CAR", src.did, []byte("hello")},
-		{"record missing", src.did, withoutRecord},
-		{"partial tree", src.did, proof.Bytes()},
+		{"another account's repo", "did:plc:someoneelse0000000000000", full, repo.ErrInvalidRepo, "repo of " + src.did.String()},
+		{"two roots", src.did, writeCAR(t, []cid.Cid{roots[0], roots[0]}, order, data), repo.ErrInvalidRepo, "expected one root"},
+		{"no root", src.did, writeCAR(t, nil, order, data), repo.ErrInvalidRepo, "expected one root"},
+		{"record missing", src.did, withoutRecord, repo.ErrInvalidRepo, "Could not parse record at 'app.bsky.feed.post/a'"},
+		{"not a CAR", src.did, []byte("hello"), repo.ErrUnreadableRepo, ""},
+		{"empty", src.did, nil, repo.ErrUnreadableRepo, ""},
+		{"commit missing", src.did, withoutCommit, repo.ErrUnreadableRepo, ""},
+		{"partial tree", src.did, proof.Bytes(), repo.ErrUnreadableRepo, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := newFixture(t, "")
@@ -293,8 +305,11 @@ func TestImportRejects(t *testing.T) {
 				_, err := repo.Import(t.Context(), tx, tc.did, bytes.NewReader(tc.car))
 				return err
 			})
-			if !errors.Is(err, repo.ErrInvalidRepo) {
-				t.Fatalf("err %v, want ErrInvalidRepo", err)
+			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {
+				t.Fatalf("err %v, want %v (%q)", err, tc.want, tc.msg)
+			}
+			if errors.Is(err, repo.ErrInvalidRepo) == errors.Is(err, repo.ErrUnreadableRepo) {
+				t.Fatalf("err %v is both or neither", err)
 			}
 			if after, _, _ := repo.Head(t.Context(), dst.db.Reader()); !after.Equals(before) {
 				t.Fatal("head moved")

@@ -1,6 +1,7 @@
 package repo
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
@@ -14,11 +15,18 @@ import (
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
+	car "github.com/ipld/go-car"
 )
 
 // ErrInvalidRepo: Import was given a CAR that is not a whole repo of the
 // account (the reference's InvalidRequest).
 var ErrInvalidRepo = errors.New("repo: invalid repo")
+
+// ErrUnreadableRepo: Import was given a CAR that does not read as a repo:
+// no CAR, a block that does not hash to its CID, the commit or a tree node
+// missing. The reference fails these with an internal error (a 500), not
+// an InvalidRequest.
+var ErrUnreadableRepo = errors.New("repo: unreadable repo")
 
 // BlobRefs lists the blobs a DAG-CBOR record references, legacy refs
 // included, in no particular order and not de-duplicated (for record_blob
@@ -39,7 +47,9 @@ func BlobRefs(record []byte) ([]atdata.Blob, error) {
 // event, as in the reference.
 //
 // It checks more than the reference: the commit must be of did, and the
-// tree complete and well formed. Records the repo already holds need not
+// tree well formed. A CAR the reference cannot read (ErrUnreadableRepo),
+// a tree with nodes missing among them, is its 500; the rest of what it
+// refuses is ErrInvalidRepo. Records the repo already holds need not
 // be in the CAR; any other must be, as a parsable record. Blocks and
 // records are tagged with the imported commit's rev (the reference tags
 // them with a fresh one).
@@ -48,20 +58,28 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 	if err != nil {
 		return nil, fmt.Errorf("repo: import: %w", err)
 	}
+	// The reference reads the header, checks its roots, then the blocks.
+	hdr, err := car.ReadHeader(bufio.NewReader(bytes.NewReader(raw)))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
+	}
+	if len(hdr.Roots) != 1 {
+		return nil, fmt.Errorf("%w: expected one root", ErrInvalidRepo)
+	}
 	_, commitCID, err := indigorepo.LoadCommitFromCAR(ctx, bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidRepo, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
 	}
 	commit, rp, err := indigorepo.LoadRepoFromCAR(ctx, bytes.NewReader(raw))
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrInvalidRepo, err)
+		return nil, fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
 	}
 	if commit.DID != did.String() {
 		return nil, fmt.Errorf("%w: repo of %s, not %s", ErrInvalidRepo, commit.DID, did)
 	}
 	tree := &rp.MST
 	if tree.IsPartial() {
-		return nil, fmt.Errorf("%w: MST blocks missing", ErrInvalidRepo)
+		return nil, fmt.Errorf("%w: MST blocks missing", ErrUnreadableRepo)
 	}
 	if err := tree.Verify(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRepo, err)
