@@ -33,3 +33,9 @@ lint: ## gofmt, go vet, staticcheck
 conformance: ## the conformance suite on fakepds, the npm reference PDS and (given a Docker engine) the official image; report in docs/conformance.md
 	scripts/reference-pds/install.sh
 	HARNESS_PDS_BACKEND=reference $(GO) test ./harness/conformance -count=1 -v -backends=all -report=$(CURDIR)/docs/conformance.md
+
+.PHONY: bench-compare
+BENCH_COMPARE_FLAGS ?=
+bench-compare: ## fakepds beside the npm reference PDS: one client, alternating rounds, ratios and the client's floor (harness/cmd/benchcompare; flags in BENCH_COMPARE_FLAGS, e.g. -rounds 3 -big -growth); output goes in docs/perf.md
+	scripts/reference-pds/install.sh
+	$(GO) run ./harness/cmd/benchcompare $(BENCH_COMPARE_FLAGS)

@@ -1,0 +1,397 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
+
+	"github.com/fakepds/fakepds/pds/stats"
+)
+
+// perTarget is everything measured on one kind of server, over rounds.
+type perTarget struct {
+	suite, hot             samples // pooled over rounds
+	suiteRounds, hotRounds []samples
+	// serverSuite and serverHot are fakepds's own stats, one per round.
+	serverSuite, serverHot []map[string]stats.Method
+	writesPerSec           []float64
+	writeLatency           []time.Duration
+	frames                 []frameTimes
+	starts                 []time.Duration
+	ready, after           []memory
+	conformance            []time.Duration // the scenarios summed, one per round
+	scenarios              int
+}
+
+type results struct {
+	by         map[string]*perTarget // fakepds, reference, floor
+	harnessNew time.Duration
+	big        *memory
+	bigSize    string
+	growRepo   []growthPoint
+	growPDS    []growthPoint
+}
+
+func newResults() *results { return &results{by: map[string]*perTarget{}} }
+
+func (r *results) get(name string) *perTarget {
+	p := r.by[name]
+	if p == nil {
+		p = &perTarget{suite: samples{}, hot: samples{}}
+		r.by[name] = p
+	}
+	return p
+}
+
+type bench struct {
+	o        *options
+	tmp      string
+	progress io.Writer
+	res      *results
+	floor    *floor
+
+	fakepdsArgv []string
+	referenceArgv           []string
+	conformanceBin          string
+	loadBefore, loadAfter   string
+}
+
+func (b *bench) logf(format string, args ...any) {
+	fmt.Fprintf(b.progress, "benchcompare %s: %s\n", time.Now().Format("15:04:05"), fmt.Sprintf(format, args...))
+}
+
+// serveEnv makes this binary serve fakepds in-process instead (its value:
+// the CPU profile's path, or "none"), for -cpuprofile and the tests.
+const serveEnv = "BENCHCOMPARE_SERVE"
+
+// prepare builds what the run needs: the fakepds binary, the conformance
+// test binary, the floor server.
+func (b *bench) prepare(ctx context.Context) error {
+	b.loadBefore = loadAverage()
+	if b.o.has("suite") || b.o.has("hot") {
+		f, err := startFloor()
+		if err != nil {
+			return err
+		}
+		b.floor = f
+	}
+	switch {
+	case b.o.cpuprofile != "" || b.o.fakepds == "self":
+		self, err := os.Executable()
+		if err != nil {
+			return err
+		}
+		b.fakepdsArgv = []string{self}
+	case b.o.fakepds != "":
+		b.fakepdsArgv = []string{b.o.fakepds, "serve", "--addr", "127.0.0.1:0"}
+	case b.wants("fakepds"):
+		bin := filepath.Join(b.tmp, "fakepds")
+		b.logf("building fakepds from %s", b.o.root)
+		if err := b.goCmd(ctx, "build", "-o", bin, "./harness/cmd/fakepds"); err != nil {
+			return err
+		}
+		b.fakepdsArgv = []string{bin, "serve", "--addr", "127.0.0.1:0"}
+	}
+	if b.wants("reference") {
+		script := b.o.reference
+		if script == "" {
+			script = filepath.Join(b.o.root, "scripts", "reference-pds", "run.sh")
+		}
+		b.referenceArgv = []string{script}
+	}
+	if b.o.has("conformance") {
+		b.conformanceBin = filepath.Join(b.tmp, "conformance.test")
+		b.logf("building the conformance tests")
+		if err := b.goCmd(ctx, "test", "-c", "-o", b.conformanceBin, "./harness/conformance"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (b *bench) close() {
+	if b.floor != nil {
+		_ = b.floor.close()
+	}
+}
+
+func (b *bench) wants(target string) bool {
+	for _, t := range b.o.targets {
+		if t == target {
+			return true
+		}
+	}
+	return false
+}
+
+func (b *bench) goCmd(ctx context.Context, args ...string) error {
+	cmd := exec.CommandContext(ctx, "go", args...)
+	cmd.Dir = b.o.root
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("go %s: %w\n%s", strings.Join(args, " "), err, out)
+	}
+	return nil
+}
+
+func (b *bench) start(ctx context.Context, name string, round int) (*server, error) {
+	if name == "reference" {
+		return startServer(ctx, name, b.referenceArgv, nil, b.tmp)
+	}
+	var extra []string
+	if len(b.fakepdsArgv) == 1 { // this binary, in-process
+		profile := "none"
+		if b.o.cpuprofile != "" {
+			profile = b.o.cpuprofile
+			if round > 1 {
+				profile = fmt.Sprintf("%s.%d", profile, round)
+			}
+		}
+		extra = []string{serveEnv + "=" + profile}
+	}
+	return startServer(ctx, name, b.fakepdsArgv, extra, b.tmp)
+}
+
+// run runs the rounds, then what is measured once.
+func (b *bench) run(ctx context.Context) error {
+	perRound := b.o.has("suite") || b.o.has("hot") || b.o.has("concurrent") || b.o.has("idle") || b.o.has("start") || b.o.has("rss")
+	for r := 1; r <= b.o.rounds && perRound; r++ {
+		for i, name := range b.o.targets {
+			if err := b.round(ctx, name, r, i == 0); err != nil {
+				return fmt.Errorf("round %d, %s: %w", r, name, err)
+			}
+		}
+		if err := b.floorRound(); err != nil {
+			return fmt.Errorf("round %d, floor: %w", r, err)
+		}
+	}
+	if b.o.has("conformance") {
+		for r := 1; r <= b.o.rounds; r++ {
+			for _, name := range b.o.targets {
+				if err := b.conformance(ctx, name); err != nil {
+					return fmt.Errorf("conformance round %d, %s: %w", r, name, err)
+				}
+			}
+		}
+	}
+	if b.o.has("start") && b.o.benchHarness {
+		b.logf("harness BenchmarkNew")
+		d, err := b.benchmarkNew(ctx)
+		if err != nil {
+			return err
+		}
+		b.res.harnessNew = d
+	}
+	if b.o.big && b.wants("fakepds") {
+		if err := b.bigRun(ctx); err != nil {
+			return fmt.Errorf("-big: %w", err)
+		}
+	}
+	if b.o.growth && b.wants("fakepds") {
+		if err := b.growthRun(ctx); err != nil {
+			return fmt.Errorf("-growth: %w", err)
+		}
+	}
+	b.loadAfter = loadAverage()
+	return nil
+}
+
+// round starts a fresh server and runs the per-round workloads on it;
+// first says its answers are the ones the floor replays.
+func (b *bench) round(ctx context.Context, name string, round int, first bool) (err error) {
+	b.logf("round %d: starting %s", round, name)
+	srv, err := b.start(ctx, name, round)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := srv.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	p := b.res.get(name)
+	p.starts = append(p.starts, srv.started)
+	mem, err := srv.memory()
+	if err != nil {
+		return err
+	}
+	p.ready = append(p.ready, mem)
+	var record func(string, string, []byte)
+	if first && b.floor != nil {
+		record = b.floor.keep
+	}
+	t := newTarget(srv.url, record)
+	defer t.close()
+	fakepds := name == "fakepds"
+	measured := func(what string, fn func() error) error {
+		if fakepds {
+			if err := srv.resetStats(); err != nil {
+				return err
+			}
+		}
+		b.logf("round %d: %s: %s", round, name, what)
+		if err := fn(); err != nil {
+			return fmt.Errorf("%s: %w (%v)", what, err, srv.tail())
+		}
+		return nil
+	}
+	if (b.o.has("suite") || b.o.has("hot")) && b.o.warmup > 0 {
+		if err := measured("warm-up", func() error { _, err := suiteShaped(t, b.o.warmup); return err }); err != nil {
+			return err
+		}
+	}
+	serverStats := func(dst *[]map[string]stats.Method) error {
+		if !fakepds {
+			return nil
+		}
+		st, err := srv.serverStats()
+		*dst = append(*dst, st)
+		return err
+	}
+	if b.o.has("suite") {
+		if err := measured("suite-shaped", func() error {
+			s, err := suiteShaped(t, b.o.n)
+			if err != nil {
+				return err
+			}
+			p.suiteRounds = append(p.suiteRounds, s)
+			merge(p.suite, s)
+			return serverStats(&p.serverSuite)
+		}); err != nil {
+			return err
+		}
+	}
+	if b.o.has("hot") {
+		if err := measured("hot loop", func() error {
+			s, err := hotLoop(t, b.o.hot, b.o.sessions)
+			if err != nil {
+				return err
+			}
+			p.hotRounds = append(p.hotRounds, s)
+			merge(p.hot, s)
+			return serverStats(&p.serverHot)
+		}); err != nil {
+			return err
+		}
+	}
+	if b.o.has("concurrent") {
+		if err := measured(fmt.Sprintf("%d concurrent writers for %s", b.o.writers, b.o.duration), func() error {
+			lat, err := concurrent(t, b.o.writers, b.o.duration)
+			if err != nil {
+				return err
+			}
+			p.writesPerSec = append(p.writesPerSec, float64(len(lat))/b.o.duration.Seconds())
+			p.writeLatency = append(p.writeLatency, lat...)
+			return nil
+		}); err != nil {
+			return err
+		}
+	}
+	if b.o.has("idle") {
+		if err := measured(fmt.Sprintf("write after %s idle to its frame", b.o.idle), func() error {
+			f, err := idleToFrame(t, b.o.idleReps, b.o.idle)
+			p.frames = append(p.frames, f...)
+			return err
+		}); err != nil {
+			return err
+		}
+	}
+	mem, err = srv.memory()
+	if err != nil {
+		return err
+	}
+	p.after = append(p.after, mem)
+	return nil
+}
+
+// floorRound runs the suite-shaped workload and the hot loop against the
+// floor server, replaying what the round's first target answered.
+func (b *bench) floorRound() error {
+	if b.floor == nil {
+		return nil
+	}
+	p := b.res.get("floor")
+	t := newTarget(b.floor.url, nil)
+	defer t.close()
+	b.logf("floor")
+	if b.o.has("suite") {
+		s, err := suiteShaped(t, b.o.n)
+		if err != nil {
+			return err
+		}
+		p.suiteRounds = append(p.suiteRounds, s)
+		merge(p.suite, s)
+	}
+	if b.o.has("hot") {
+		s, err := hotLoop(t, b.o.hot, b.o.sessions)
+		if err != nil {
+			return err
+		}
+		p.hotRounds = append(p.hotRounds, s)
+		merge(p.hot, s)
+	}
+	return nil
+}
+
+func merge(dst, src samples) {
+	for op, d := range src {
+		dst[op] = append(dst[op], d...)
+	}
+}
+
+// bigRun is (g)'s large PDS: fakepds with 1,000 accounts of 100 records.
+func (b *bench) bigRun(ctx context.Context) (err error) {
+	const accounts, records = 1000, 100
+	b.logf("big: fakepds with %d accounts x %d records", accounts, records)
+	srv, err := b.start(ctx, "fakepds", 0)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := srv.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	t := newTarget(srv.url, nil)
+	defer t.close()
+	if err := populate(t, accounts, records); err != nil {
+		return err
+	}
+	m, err := srv.memory()
+	if err != nil {
+		return err
+	}
+	b.res.big, b.res.bigSize = &m, fmt.Sprintf("%d accounts x %d records", accounts, records)
+	return nil
+}
+
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "unknown"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "unknown"
+	}
+	return strings.Join(f[:3], " ")
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for line := range strings.SplitSeq(string(b), "\n") {
+			if name, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(name) == "model name" {
+				cpu = strings.TrimSpace(v)
+				break
+			}
+		}
+	}
+	return fmt.Sprintf("%d CPUs (%s), %s, %s/%s", runtime.NumCPU(), cpu, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}

@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+)
+
+// growthPoint is one size of -growth: client and server p50 by operation.
+type growthPoint struct {
+	size           int
+	client, server map[string]time.Duration
+}
+
+// growthOps are the operations measured as one repo grows.
+var growthOps = []string{"createRecord", "getRecord"}
+
+const growthCalls = 50
+
+// growthRun measures, on fakepds only, a write's and a read's p50 as one
+// repo grows, and the suite-shaped workload's as the PDS grows in
+// accounts (the accounts added between points hold no records: the cost
+// in question is the PDS's per-account state, not repo size).
+func (b *bench) growthRun(ctx context.Context) (err error) {
+	srv, err := b.start(ctx, "fakepds", 0)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := srv.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	t := newTarget(srv.url, nil)
+	defer t.close()
+	a, _, err := t.createAccount()
+	if err != nil {
+		return err
+	}
+	have := 0
+	for _, size := range b.o.growRecords {
+		b.logf("growth: one repo of %d records", size)
+		if size > have {
+			if err := a.fill(size - have); err != nil {
+				return err
+			}
+			have = size
+		}
+		if err := srv.resetStats(); err != nil {
+			return err
+		}
+		s := samples{}
+		var rkey string
+		for range growthCalls {
+			k, d, err := a.createRecord()
+			if err != nil {
+				return err
+			}
+			rkey = k
+			s.add("createRecord", d)
+		}
+		have += growthCalls
+		for range growthCalls {
+			d, err := a.getRecord(rkey)
+			if err != nil {
+				return err
+			}
+			s.add("getRecord", d)
+		}
+		pt, err := b.point(srv, size, s)
+		if err != nil {
+			return err
+		}
+		b.res.growRepo = append(b.res.growRepo, pt)
+	}
+
+	accounts := 1 // the repo's above
+	for _, size := range b.o.growAccounts {
+		b.logf("growth: a PDS of %d accounts", size)
+		if size > accounts {
+			if err := populate(t, size-accounts, 0); err != nil {
+				return err
+			}
+			accounts = size
+		}
+		if err := srv.resetStats(); err != nil {
+			return err
+		}
+		s, err := suiteShaped(t, b.o.n)
+		if err != nil {
+			return err
+		}
+		accounts += b.o.n
+		pt, err := b.point(srv, size, s)
+		if err != nil {
+			return err
+		}
+		b.res.growPDS = append(b.res.growPDS, pt)
+	}
+	return nil
+}
+
+func (b *bench) point(srv *server, size int, s samples) (growthPoint, error) {
+	st, err := srv.serverStats()
+	if err != nil {
+		return growthPoint{}, err
+	}
+	pt := growthPoint{size: size, client: map[string]time.Duration{}, server: map[string]time.Duration{}}
+	for op, d := range s {
+		pt.client[op] = quantile(d, 0.5)
+		pt.server[op] = st[nsids[op]].P50
+	}
+	return pt, nil
+}
+
+func (b *bench) reportGrowth(w io.Writer) {
+	res := b.res
+	if len(res.growRepo) > 0 {
+		fmt.Fprintf(w, "### How cost grows: one repo (fakepds; %d createRecord then %d getRecord at each size; p50 client / server)\n\n", growthCalls, growthCalls)
+		fmt.Fprint(w, "| records in the repo |")
+		for _, op := range growthOps {
+			fmt.Fprintf(w, " %s |", op)
+		}
+		fmt.Fprint(w, "\n|---|")
+		for range growthOps {
+			fmt.Fprint(w, "---|")
+		}
+		fmt.Fprintln(w)
+		for _, pt := range res.growRepo {
+			fmt.Fprintf(w, "| %d |", pt.size)
+			for _, op := range growthOps {
+				fmt.Fprintf(w, " %s / %s |", ms(pt.client[op]), ms(pt.server[op]))
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w)
+	}
+	if len(res.growPDS) > 0 {
+		fmt.Fprintf(w, "### How cost grows: the PDS (fakepds; the suite-shaped workload of %d accounts on a PDS that already holds N accounts; p50 client / server)\n\n", b.o.n)
+		fmt.Fprint(w, "| accounts (N) |")
+		for _, op := range operations {
+			fmt.Fprintf(w, " %s |", op)
+		}
+		fmt.Fprint(w, "\n|---|")
+		for range operations {
+			fmt.Fprint(w, "---|")
+		}
+		fmt.Fprintln(w)
+		for _, pt := range res.growPDS {
+			fmt.Fprintf(w, "| %d |", pt.size)
+			for _, op := range operations {
+				fmt.Fprintf(w, " %s / %s |", ms(pt.client[op]), ms(pt.server[op]))
+			}
+			fmt.Fprintln(w)
+		}
+		fmt.Fprintln(w)
+	}
+}
