@@ -3,6 +3,7 @@ module github.com/fakepds/fakepds
 go 1.26.0
 
 require (
+	github.com/andybalholm/brotli v1.3.0
 	github.com/bluesky-social/indigo v0.0.0-20260605210604-af2fec94f34c
 	github.com/chromedp/chromedp v0.23.0
 	github.com/did-method-plc/go-didplc v0.0.0-20251009212921-7b7a252b8019

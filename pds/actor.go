@@ -3,12 +3,14 @@ package pds
 import (
 	"context"
 	"errors"
+	"net/http"
 	"sync"
 
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/store"
+	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
 // actor is an open actor store as the cache holds it: the database and
@@ -45,6 +47,17 @@ func (a *actor) Close() error {
 		errs = append(errs, a.refs.Close())
 	}
 	return errors.Join(append(errs, a.DB.Close())...)
+}
+
+// acquire takes did's actor store from the cache. A wait for a free
+// handle is bounded (Config.SlotWait): past it the call answers 503
+// NotEnoughResources rather than hang.
+func (s *Server) acquire(ctx context.Context, did string) (*actorstore.Handle[*actor], error) {
+	h, err := s.actors.Acquire(ctx, did)
+	if errors.Is(err, actorstore.ErrBusy) {
+		return nil, xrpc.Errorf(http.StatusServiceUnavailable, "NotEnoughResources", "every actor store is in use; try again")
+	}
+	return h, err
 }
 
 // actorOpener opens actor stores under dir for the cache.

@@ -224,7 +224,7 @@ func plcError(err error) error {
 
 // createRepo makes did's actor store and its empty, signed repo.
 func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.PrivateKey) (*repo.Commit, error) {
-	h, err := s.actors.Acquire(ctx, did.String())
+	h, err := s.acquire(ctx, did.String())
 	if err != nil {
 		return nil, err
 	}

@@ -1,14 +1,13 @@
 package pds
 
 import (
-	"compress/gzip"
-	"compress/zlib"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -49,6 +48,37 @@ func blobRefError(err error) error {
 
 const nsidUploadBlob = "com.atproto.repo.uploadBlob"
 
+// stageAndCommitBlob reads the upload's body whole (into memory or a
+// temporary file) before it takes did's actor store, so a client that
+// stalls mid-body holds no handle other accounts need.
+func (s *Server) stageAndCommitBlob(r *http.Request, did, mime string) (atdata.Blob, error) {
+	body, err := xrpc.DecodedBody(r)
+	if err != nil {
+		return atdata.Blob{}, err
+	}
+	staged, err := s.blobs().Stage(blob.Upload{DID: did, Body: body, MimeType: mime, Limit: s.cfg.BlobUploadLimit})
+	if err == nil {
+		defer staged.Close()
+		err = s.withActor(r.Context(), did, func(db *store.DB) error {
+			_, err := s.blobs().Commit(r.Context(), db, staged, s.clock.Now())
+			return err
+		})
+	}
+	switch {
+	case err == nil:
+		return staged.Ref, nil
+	case errors.Is(err, blob.ErrTooLarge):
+		return atdata.Blob{}, xrpc.PayloadTooLarge()
+	case errors.Is(err, blob.ErrTakendown):
+		return atdata.Blob{}, xrpc.InvalidRequest("", "Blob has been takendown, cannot re-upload")
+	case errors.Is(err, blob.ErrRead) && errors.Is(err, os.ErrDeadlineExceeded):
+		return atdata.Blob{}, xrpc.ReadError(err)
+	}
+	// A body that does not decode (bad gzip or brotli) lands here too:
+	// the reference answers it with a 500.
+	return atdata.Blob{}, blobRefError(err)
+}
+
 func (s *Server) uploadBlob(w http.ResponseWriter, r *http.Request, c *caller) error {
 	did := c.DID
 	if !(r.ContentLength > 0 || len(r.TransferEncoding) > 0 || r.Header.Get("Content-Length") != "") {
@@ -61,25 +91,9 @@ func (s *Server) uploadBlob(w http.ResponseWriter, r *http.Request, c *caller) e
 	if r.ContentLength > s.cfg.BlobUploadLimit {
 		return xrpc.PayloadTooLarge()
 	}
-	body, err := decodeBody(r)
+	ref, err := s.stageAndCommitBlob(r, did, mime)
 	if err != nil {
 		return err
-	}
-	var ref atdata.Blob
-	err = s.withActor(r.Context(), did, func(db *store.DB) error {
-		var err error
-		ref, err = s.blobs().Upload(r.Context(), db, blob.Upload{
-			DID: did, Body: body, MimeType: mime, Limit: s.cfg.BlobUploadLimit, Now: s.clock.Now(),
-		})
-		return err
-	})
-	switch {
-	case errors.Is(err, blob.ErrTooLarge):
-		return xrpc.PayloadTooLarge()
-	case errors.Is(err, blob.ErrTakendown):
-		return xrpc.InvalidRequest("", "Blob has been takendown, cannot re-upload")
-	case err != nil:
-		return blobRefError(err)
 	}
 	xrpc.WriteJSON(w, http.StatusOK, struct {
 		Blob atdata.Blob `json:"blob"`
@@ -166,37 +180,6 @@ var extensionTypes = map[string]string{
 	"wav": "audio/wav", "flac": "audio/x-flac", "aac": "audio/aac", "csv": "text/csv",
 	"md": "text/markdown", "bin": "application/octet-stream", "wasm": "application/wasm",
 	"avi": "video/x-msvideo", "mpeg": "video/mpeg", "mpg": "video/mpeg",
-}
-
-// decodeBody undoes the request's Content-Encoding, as the reference does
-// for gzip, x-gzip, deflate and identity. Brotli, which the reference also
-// decodes, has no decoder in Go's standard library: 415 like an unknown
-// coding.
-func decodeBody(r *http.Request) (io.Reader, error) {
-	var codings []string
-	for _, v := range r.Header.Values("Content-Encoding") {
-		for c := range strings.SplitSeq(v, ",") {
-			if c = strings.ToLower(strings.TrimSpace(c)); c != "identity" {
-				codings = append(codings, c)
-			}
-		}
-	}
-	var body io.Reader = r.Body
-	for i := len(codings) - 1; i >= 0; i-- {
-		var err error
-		switch codings[i] {
-		case "gzip", "x-gzip":
-			body, err = gzip.NewReader(body)
-		case "deflate":
-			body, err = zlib.NewReader(body)
-		default:
-			return nil, xrpc.Errorf(http.StatusUnsupportedMediaType, "UnsupportedMediaType", "unsupported content-encoding")
-		}
-		if err != nil {
-			return nil, fmt.Errorf("uploadBlob: content-encoding %s: %w", codings[i], err)
-		}
-	}
-	return body, nil
 }
 
 func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, c *caller) error {

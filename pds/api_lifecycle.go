@@ -45,7 +45,7 @@ func (s *Server) withActor(ctx context.Context, did string, fn func(db *store.DB
 
 // withActorStore runs fn on did's open actor store, repo writer included.
 func (s *Server) withActorStore(ctx context.Context, did string, fn func(a *actor) error) error {
-	h, err := s.actors.Acquire(ctx, did)
+	h, err := s.acquire(ctx, did)
 	if err != nil {
 		return err
 	}

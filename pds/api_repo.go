@@ -730,7 +730,7 @@ func (s *Server) importRepo(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	car, err := io.ReadAll(io.LimitReader(r.Body, maxImportSize+1))
 	if err != nil {
-		return xrpc.InvalidRequest("", "could not read request body")
+		return xrpc.ReadError(err)
 	}
 	if len(car) > maxImportSize {
 		return xrpc.PayloadTooLarge()

@@ -12,6 +12,8 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
+
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"log/slog"
@@ -75,6 +77,21 @@ type Config struct {
 	BlobUploadLimit int64
 	// ActorStoreCache bounds the open actor store handles; 256 when zero.
 	ActorStoreCache int
+	// BodyTimeout bounds how long a request's body may take to arrive,
+	// counted from the end of its headers (which have 10 s): a client that
+	// stalls mid-body is answered 408 past it. 60 s when zero, no bound
+	// when negative. A handler's own work is not bounded by it, nor is the
+	// firehose.
+	BodyTimeout time.Duration
+	// SlotWait bounds how long a request waits for a shared slot (an actor
+	// store handle when all ActorStoreCache are in use, an importRepo
+	// when ImportConcurrency run) before it answers 503
+	// NotEnoughResources. 10 s when zero, no bound when negative.
+	SlotWait time.Duration
+	// ImportConcurrency bounds how many importRepo calls parse and write
+	// their CAR at once (each holds the CAR's block index and its tree in
+	// memory); 2 when zero.
+	ImportConcurrency int
 	// PrivacyPolicyURL, TermsOfServiceURL and ContactEmail are reported by
 	// describeServer when set.
 	PrivacyPolicyURL, TermsOfServiceURL, ContactEmail string
@@ -130,6 +147,7 @@ type Server struct {
 	plcKey   *atcrypto.PrivateKeyK256 // signs the PLC operations of every account
 	actors   *actorstore.Cache[*actor]
 	oauth    *oauth.Provider
+	imports  chan struct{}  // a token per importRepo parsing or writing
 	settings store.Settings // of the account database, as read back
 
 	clock  clock.Clock
@@ -216,6 +234,8 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorOpener(s.actorDir(), opts))
+	s.actors.Wait = s.cfg.SlotWait
+	s.imports = make(chan struct{}, s.cfg.ImportConcurrency)
 	s.firehose = firehose.New(s.seq, firehose.Options{Clock: s.clock, Logger: s.log})
 	s.settings = s.accounts.DB().Settings()
 
@@ -281,6 +301,15 @@ func (c *Config) fill() error {
 	}
 	if c.ActorStoreCache == 0 {
 		c.ActorStoreCache = 256
+	}
+	if c.BodyTimeout == 0 {
+		c.BodyTimeout = 60 * time.Second
+	}
+	if c.SlotWait == 0 {
+		c.SlotWait = actorstore.DefaultWait
+	}
+	if c.ImportConcurrency <= 0 {
+		c.ImportConcurrency = 2
 	}
 	if c.Clock == nil {
 		// Shifted, so the control plane can move it; it runs with the
@@ -349,12 +378,59 @@ func listen(addr string) (net.Listener, string, error) {
 	return ln, "http://" + net.JoinHostPort(host, port), nil
 }
 
+// newHTTPServer bounds what a slow or stalled client can hold: headers
+// must arrive within 10 s, the whole request within Config.BodyTimeout
+// (see bodyDeadline), and an idle keep-alive connection closes after two
+// minutes.
 func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 	return &http.Server{
-		Handler:           h,
+		Handler:           bodyDeadline(h, s.cfg.BodyTimeout),
 		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
 	}
+}
+
+// bodyDeadline gives a request's body a read deadline d after its headers
+// arrived, which the client cannot move, and lifts it once the body has
+// been read to its end (a request without a body has none). Lifting it
+// matters: net/http
+// watches a connection whose body is done with a background read, and a
+// deadline expiring under that read would cancel the context of a handler
+// still at work. The firehose's websocket is never cut by it: its upgrade
+// request has no body, and the upgrade clears every deadline anyway.
+//
+// http.Server.ReadTimeout would bound the body the same way, but it stays
+// on the connection for the whole of the handler's work.
+func bodyDeadline(h http.Handler, d time.Duration) http.Handler {
+	if d < 0 {
+		return h
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Body != nil && r.Body != http.NoBody {
+			rc := http.NewResponseController(w)
+			if rc.SetReadDeadline(time.Now().Add(d)) == nil {
+				r.Body = &liftAtEOF{ReadCloser: r.Body, rc: rc}
+			}
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+// liftAtEOF clears the read deadline when the body has been read whole.
+type liftAtEOF struct {
+	io.ReadCloser
+	rc   *http.ResponseController
+	done bool
+}
+
+func (b *liftAtEOF) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF && !b.done {
+		b.done = true
+		_ = b.rc.SetReadDeadline(time.Time{})
+	}
+	return n, err
 }
 
 // PLCURL is the base URL of the PLC directory, "" before Start.

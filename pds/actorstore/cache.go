@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 )
 
 // OpenFunc opens the database of one account. The cache calls it outside its
@@ -21,8 +22,17 @@ type OpenFunc[T io.Closer] func(ctx context.Context, did string) (T, error)
 // account, so a cold open or an eviction of one account never stalls a warm
 // lookup of another. The bound is strict: at most Max databases are open at
 // any moment, counting those being opened and those being closed; an Acquire
-// that finds every slot in use waits for a Release.
+// that finds every slot in use waits for a Release, at most Wait.
+//
+// Callers hold a handle only for their database work, never while a client
+// sends or reads a body, so a wait is short unless the server is
+// overloaded; Wait turns that into an error (ErrBusy) instead of a hang.
 type Cache[T io.Closer] struct {
+	// Wait bounds how long an Acquire waits for a free slot (the context
+	// bounds it too); DefaultWait when zero, no bound when negative. Set
+	// it before the first Acquire.
+	Wait time.Duration
+
 	open OpenFunc[T]
 	max  int
 
@@ -46,6 +56,12 @@ type slot[T io.Closer] struct {
 
 // ErrClosed is returned by Acquire after Close.
 var ErrClosed = errors.New("actorstore: cache closed")
+
+// ErrBusy is returned by an Acquire that waited Wait for a free slot.
+var ErrBusy = errors.New("actorstore: every actor store handle stayed in use")
+
+// DefaultWait is the Wait of a Cache that sets none.
+const DefaultWait = 10 * time.Second
 
 // NewCache returns a cache of at most max open handles.
 func NewCache[T io.Closer](max int, open OpenFunc[T]) *Cache[T] {
@@ -74,6 +90,7 @@ func (h *Handle[T]) Release() { h.c.release(h.s) }
 
 // Acquire returns the open database of did, opening it if needed.
 func (c *Cache[T]) Acquire(ctx context.Context, did string) (*Handle[T], error) {
+	var timeout <-chan time.Time // made on the first wait for a slot
 	for {
 		c.mu.Lock()
 		if c.closed {
@@ -117,11 +134,16 @@ func (c *Cache[T]) Acquire(ctx context.Context, did string) (*Handle[T], error) 
 				// Every slot is in use: wait for a release or a close.
 				freed := c.freed
 				c.mu.Unlock()
+				if timeout == nil {
+					timeout = c.waitTimer()
+				}
 				select {
 				case <-freed:
 					continue
 				case <-ctx.Done():
 					return nil, ctx.Err()
+				case <-timeout:
+					return nil, ErrBusy
 				}
 			}
 			victim = back.Value.(*slot[T])
@@ -160,6 +182,18 @@ func (c *Cache[T]) Acquire(ctx context.Context, did string) (*Handle[T], error) 
 		}
 		return &Handle[T]{DB: s.db, c: c, s: s}, nil
 	}
+}
+
+// waitTimer fires when an Acquire has waited long enough for a slot; it
+// never fires with a negative Wait.
+func (c *Cache[T]) waitTimer() <-chan time.Time {
+	switch {
+	case c.Wait < 0:
+		return make(chan time.Time)
+	case c.Wait == 0:
+		return time.After(DefaultWait)
+	}
+	return time.After(c.Wait)
 }
 
 func (c *Cache[T]) closeSlot(s *slot[T], done chan struct{}) {

@@ -3,6 +3,7 @@ package actorstore_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -295,4 +296,44 @@ func TestCloseClosesEverything(t *testing.T) {
 	if n := f.open.Load(); n != 0 {
 		t.Fatalf("%d open after the last Release, want 0", n)
 	}
+}
+
+// With every slot held, an Acquire of another account gives up: with
+// ErrBusy after Wait, or with the context's error when that ends first.
+// Once a slot frees, Acquire succeeds again.
+func TestAcquireWaitIsBounded(t *testing.T) {
+	f := newFakeOpener(t)
+	c := actorstore.NewCache(2, f.Open)
+	c.Wait = 50 * time.Millisecond
+	defer c.Close()
+	ctx := t.Context()
+	var held []*actorstore.Handle[counted]
+	for _, did := range []string{"did:plc:a", "did:plc:b"} {
+		h, err := c.Acquire(ctx, did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, h)
+	}
+	if _, err := c.Acquire(ctx, "did:plc:c"); !errors.Is(err, actorstore.ErrBusy) {
+		t.Fatalf("Acquire with every slot held = %v, want ErrBusy", err)
+	}
+	c.Wait = -1 // no bound: only the context ends the wait
+	cctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Acquire(cctx, "did:plc:c")
+		done <- err
+	}()
+	cancel()
+	if err := <-done; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Acquire after cancel = %v, want context.Canceled", err)
+	}
+	held[0].Release()
+	h, err := c.Acquire(ctx, "did:plc:c")
+	if err != nil {
+		t.Fatalf("Acquire after a release: %v", err)
+	}
+	h.Release()
+	held[1].Release()
 }

@@ -5,9 +5,11 @@
 //
 // The life of a blob, as in the reference:
 //
-//   - Store.Upload streams the body to a file, names it by its CID (CIDv1,
-//     raw, sha2-256), sniffs its type and records it as a temporary upload
-//     (temp_key set). A temporary blob is not served: getBlob answers
+//   - Store.Stage reads the body whole (into memory, or a temporary file
+//     past 64 KiB), names it by its CID (CIDv1, raw, sha2-256) and sniffs
+//     its type, holding nothing shared while the client sends; then
+//     Store.Commit, inside the account's actor store, puts the file in
+//     place and records it as a temporary upload (temp_key set). A temporary blob is not served: getBlob answers
 //     "Blob not found" until a record references it.
 //   - A repo write, inside its transaction, calls Refs.Dissociate for each
 //     record it updates or deletes and Refs.Associate for each record it

@@ -100,49 +100,90 @@ const smallBlob = 64 << 10
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, smallBlob); return &b }}
 
 // Upload stores a blob for u.DID and records it in db (the account's
-// actor store) as a temporary upload, or as permanent when a record
-// already references it (a repo imported before its blobs). It returns the
-// blob ref uploadBlob answers with.
+// actor store): Stage, then Commit.
 func (s *Store) Upload(ctx context.Context, db *store.DB, u Upload) (atdata.Blob, error) {
-	dir := s.accountDir(u.DID)
-	if err := s.ensureDir(dir); err != nil {
+	st, err := s.Stage(u)
+	if err != nil {
 		return atdata.Blob{}, err
 	}
-	bp := copyBufs.Get().(*[]byte)
-	defer copyBufs.Put(bp)
-	buf := *bp
+	defer st.Close()
+	return s.Commit(ctx, db, st, u.Now)
+}
+
+// ErrRead wraps an error reading an upload's body (the client's, or its
+// Content-Encoding's).
+var ErrRead = errors.New("blob: reading the upload")
+
+// Staged is an upload read whole, hashed and sniffed, not yet recorded.
+// Staging reads the client's body, which takes as long as the client
+// likes, so it needs nothing shared: no actor store, no transaction. The
+// body is in memory up to 64 KiB, else in a temporary file in the
+// account's blob directory (where Commit renames it), as the reference
+// stages an upload in its temporary blob store. Close it when done.
+type Staged struct {
+	// Ref is the blob ref uploadBlob answers with.
+	Ref   atdata.Blob
+	did   string
+	small []byte // the whole blob, when it fits in buf
+	tmp   string // else its temporary file
+	buf   *[]byte
+}
+
+// Close frees the staged upload: its buffer, and its temporary file unless
+// Commit moved it in place.
+func (st *Staged) Close() {
+	if st.tmp != "" {
+		os.Remove(st.tmp) // fails harmlessly once renamed
+		st.tmp = ""
+	}
+	if st.buf != nil {
+		copyBufs.Put(st.buf)
+		st.buf, st.small = nil, nil
+	}
+}
+
+// Stage reads u.Body to its end: ErrTooLarge past u.Limit, an error
+// wrapping ErrRead when the body cannot be read.
+func (s *Store) Stage(u Upload) (*Staged, error) {
+	dir := s.accountDir(u.DID)
+	if err := s.ensureDir(dir); err != nil {
+		return nil, err
+	}
+	st := &Staged{did: u.DID, buf: copyBufs.Get().(*[]byte)}
+	ok := false
+	defer func() {
+		if !ok {
+			st.Close()
+		}
+	}()
+	buf := *st.buf
 	h := sha256.New()
 	n, err := io.ReadFull(u.Body, buf)
 	switch {
 	case int64(n) > u.Limit:
-		return atdata.Blob{}, ErrTooLarge
+		return nil, ErrTooLarge
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
 		err = nil
 	case err != nil:
-		return atdata.Blob{}, err
+		return nil, fmt.Errorf("%w: %w", ErrRead, err)
 	}
 	h.Write(buf[:n])
 	size := int64(n)
-	var small []byte // the whole blob, when it fits in buf
-	var tmpName string
 	if n < len(buf) {
-		small = buf[:n]
+		st.small = buf[:n]
 	} else {
-		tmp, err := s.spill(dir, u, buf, h, &size)
-		if err != nil {
-			return atdata.Blob{}, err
+		if st.tmp, err = s.spill(dir, u, buf, h, &size); err != nil {
+			return nil, err
 		}
-		tmpName = tmp
-		defer os.Remove(tmpName) // fails harmlessly once renamed
 	}
 
 	var mime string
-	if small != nil {
-		mime = Sniff(bytes.NewReader(small), size)
+	if st.small != nil {
+		mime = Sniff(bytes.NewReader(st.small), size)
 	} else {
-		f, err := os.Open(tmpName)
+		f, err := os.Open(st.tmp)
 		if err != nil {
-			return atdata.Blob{}, fmt.Errorf("blob: %w", err)
+			return nil, fmt.Errorf("blob: %w", err)
 		}
 		mime = Sniff(headReader{head: buf[:min(size, sampleSize)], f: f}, size)
 		f.Close()
@@ -152,13 +193,24 @@ func (s *Store) Upload(ctx context.Context, db *store.DB, u Upload) (atdata.Blob
 	}
 	mh, err := multihash.Encode(h.Sum(nil), multihash.SHA2_256)
 	if err != nil {
-		return atdata.Blob{}, err
+		return nil, err
 	}
-	c := cid.NewCidV1(cid.Raw, mh)
-	ref := atdata.Blob{Ref: atdata.CIDLink(c), MimeType: mime, Size: size}
-	final, _ := s.Path(u.DID, c)
+	st.Ref = atdata.Blob{Ref: atdata.CIDLink(cid.NewCidV1(cid.Raw, mh)), MimeType: mime, Size: size}
+	ok = true
+	return st, nil
+}
 
-	err = db.Write(ctx, func(tx *sql.Tx) error {
+// Commit records a staged upload in db (the account's actor store) as a
+// temporary upload, or as permanent when a record already references it
+// (a repo imported before its blobs), and puts its file in place. It
+// returns the blob ref uploadBlob answers with.
+func (s *Store) Commit(ctx context.Context, db *store.DB, st *Staged, now time.Time) (atdata.Blob, error) {
+	dir := s.accountDir(st.did)
+	ref, small, tmpName := st.Ref, st.small, st.tmp
+	c := cid.Cid(ref.Ref)
+	final, _ := s.Path(st.did, c)
+
+	err := db.Write(ctx, func(tx *sql.Tx) error {
 		// One statement for what the upload needs to know: each costs a
 		// parse.
 		var existed, referenced bool
@@ -199,7 +251,7 @@ func (s *Store) Upload(ctx context.Context, db *store.DB, u Upload) (atdata.Blob
 				return err
 			}
 		}
-		err = track(ctx, tx, ref, referenced, u.Now)
+		err = track(ctx, tx, ref, referenced, now)
 		if err != nil && !existed {
 			// The file is this upload's alone: the row that would name it
 			// is rolled back.
@@ -245,7 +297,7 @@ func (s *Store) spill(dir string, u Upload, buf []byte, h hash.Hash, size *int64
 			break
 		}
 		if rerr != nil {
-			return fail(rerr)
+			return fail(fmt.Errorf("%w: %w", ErrRead, rerr))
 		}
 	}
 	// buf now holds the last bytes read: put the head back for the sniffer.

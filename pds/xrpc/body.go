@@ -2,15 +2,20 @@ package xrpc
 
 import (
 	"bytes"
+	"compress/gzip"
+	"compress/zlib"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"mime"
 	"net/http"
+	"os"
 	"reflect"
 	"strconv"
 	"strings"
+
+	"github.com/andybalholm/brotli"
 )
 
 // Body limits, as the reference PDS sets them: JSON input 150 kB, record
@@ -61,7 +66,7 @@ func DecodeJSON(r *http.Request, limit int64, v any) error {
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return InvalidRequest("", "could not read request body")
+		return ReadError(err)
 	}
 	if int64(len(b)) > limit {
 		return jsonTooLarge
@@ -170,4 +175,49 @@ func IntParam(r *http.Request, nsid, name string, def, min, max int) (int, error
 		return 0, InvalidRequest("", "Invalid %s params: integer too big (maximum %d, got %d)", nsid, max, n)
 	}
 	return n, nil
+}
+
+// ReadError answers a request whose body could not be read: 408 when the
+// server's read deadline passed (a client that stalled mid-body, as Node's
+// requestTimeout answers), else 400.
+func ReadError(err error) *Error {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return Errorf(http.StatusRequestTimeout, "RequestTimeout", "request body not received in time")
+	}
+	return InvalidRequest("", "could not read request body")
+}
+
+// DecodedBody is the request's body with its Content-Encoding undone, as
+// the reference's XRPC server decodes the input of a procedure that takes
+// raw bytes (uploadBlob, importRepo): gzip, x-gzip, deflate, br and
+// identity, in the order they were applied. Any other coding answers 415.
+// A body that does not decode fails while it is read, and the caller
+// answers that with a 500, as the reference does.
+func DecodedBody(r *http.Request) (io.Reader, error) {
+	var codings []string
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for c := range strings.SplitSeq(v, ",") {
+			if c = strings.ToLower(strings.TrimSpace(c)); c != "identity" {
+				codings = append(codings, c)
+			}
+		}
+	}
+	var body io.Reader = r.Body
+	for i := len(codings) - 1; i >= 0; i-- {
+		var err error
+		switch codings[i] {
+		case "gzip", "x-gzip":
+			body, err = gzip.NewReader(body)
+		case "deflate":
+			body, err = zlib.NewReader(body)
+		case "br":
+			body = brotli.NewReader(body)
+		default:
+			return nil, Errorf(http.StatusUnsupportedMediaType, "UnsupportedMediaType", "unsupported content-encoding")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("content-encoding %s: %w", codings[i], err)
+		}
+	}
+	return body, nil
 }
