@@ -2,6 +2,7 @@ package harness_test
 
 import (
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/exec"
@@ -125,5 +126,40 @@ func init() {
 		harness.RegisterBackend("docker", func(env.Vars, *slog.Logger) (*harness.PDS, error) {
 			return nil, fmt.Errorf("%w: no engine in this child", harness.ErrBackendUnavailable)
 		})
+	}
+}
+
+// Outside a test, NewStandalone's cleanups close what the helpers
+// started, last first, and its context ends; a Fatal exits 1 after them.
+func TestStandalone(t *testing.T) {
+	if os.Getenv(childVar) == "standalone" {
+		s := harness.NewStandalone(os.Stdout)
+		s.Cleanup(func() { fmt.Println("cleaned up") })
+		s.Fatalf("the message %d", 42)
+		fmt.Println("not reached")
+		return
+	}
+	t.Parallel()
+	s := harness.NewStandalone(io.Discard)
+	var order []int
+	s.Cleanup(func() { order = append(order, 1) })
+	s.Cleanup(func() { order = append(order, 2) })
+	p := harness.New(s)
+	s.Errorf("an error")
+	if !s.Failed() {
+		t.Fatal("Errorf did not mark it failed")
+	}
+	s.Close()
+	if fmt.Sprint(order) != "[2 1]" || s.Context().Err() == nil {
+		t.Fatalf("cleanups %v, context %v", order, s.Context().Err())
+	}
+	expectFatal(t, "NewAccount on the PDS New made for a closed Standalone", func(tb testing.TB) { p.NewAccount(tb) }, "is closed")
+	s.Close()
+
+	cmd := exec.Command(os.Args[0], "-test.run=^TestStandalone$", "-test.count=1")
+	cmd.Env = append(os.Environ(), childVar+"=standalone")
+	out, err := cmd.Output()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 1 || !strings.Contains(string(out), "the message 42\ncleaned up\n") || strings.Contains(string(out), "not reached") {
+		t.Fatalf("Fatalf in a child: %v\n%s", err, out)
 	}
 }
