@@ -112,3 +112,38 @@ func FuzzProcedures(f *testing.F) {
 		}
 	})
 }
+
+// authorized are the methods FuzzAuthorization calls: a session query, a
+// repo write, an admin (or moderation service) method, a service auth
+// request, and the refresh token's own method.
+var authorized = []fuzzCall{
+	{NSID: "com.atproto.server.getSession"},
+	{NSID: "com.atproto.repo.createRecord", Body: `{"repo":"$alice","collection":"app.bsky.feed.post","record":` + seedPost + `}`},
+	{NSID: "com.atproto.admin.getAccountInfo", Query: "did=$alice"},
+	{NSID: "com.atproto.server.getServiceAuth", Query: "aud=did:web:example.com&lxm=com.atproto.repo.createRecord"},
+	{NSID: "com.atproto.server.refreshSession", NoBody: true},
+	{NSID: "app.bsky.actor.putPreferences", Body: `{"preferences":[]}`},
+}
+
+// FuzzAuthorization sends any Authorization header to the methods above.
+func FuzzAuthorization(f *testing.F) {
+	p := newFuzzPDS(f)
+	for i := range authorized {
+		for _, a := range []string{"Bearer $alice.access", "Bearer $alice.refresh", "Bearer $bob.access", "$admin", "",
+			"Bearer", "Bearer ", "bearer $alice.access", "Bearer  $alice.access", "Basic !!!", "Basic YWRtaW46", "DPoP abc",
+			"Bearer a.b", "Bearer abc.def.ghi", "Bearer e30.bm90anNvbg.sig", "Bearer eyJhbGciOiJFUzI1NksifQ.bm90anNvbg.sig",
+			"Bearer eyJhbGciOiJFUzI1NksiLCJ0eXAiOiJKV1QifQ.eyJpc3MiOiJkaWQ6cGxjOmFiYyIsImF1ZCI6ImRpZDp3ZWI6bG9jYWxob3N0IiwiZXhwIjo5OTk5OTk5OTk5LCJseG0iOiJjb20uYXRwcm90by5hZG1pbi5nZXRBY2NvdW50SW5mbyJ9.c2ln",
+		} {
+			f.Add(uint8(i), a)
+		}
+	}
+	f.Fuzz(func(t *testing.T, method uint8, authorization string) {
+		c := authorized[int(method)%len(authorized)]
+		c.Auth = p.expand(authorization)
+		c.Body, c.Query = p.expand(c.Body), p.expand(c.Query)
+		r, ok := p.check(t, c)
+		if ok && r.Status == 200 && c.NSID == "com.atproto.server.refreshSession" {
+			p.renew(t) // the refresh token the seeds name is spent
+		}
+	})
+}

@@ -8,6 +8,7 @@ package pds_test
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -117,7 +118,8 @@ func (p *fuzzPDS) seedAccount(tb testing.TB, name string) fuzzAccount {
 }
 
 // expand puts this server's values in place of an input's placeholders:
-// $alice and $bob (DIDs) and $alice.access-style tokens, so a corpus
+// $alice and $bob (DIDs), $alice.access-style tokens and $admin (the
+// admin's Authorization header), so a corpus
 // written against one server means the same on every other.
 func (p *fuzzPDS) expand(s string) string {
 	if !strings.Contains(s, "$") {
@@ -126,7 +128,7 @@ func (p *fuzzPDS) expand(s string) string {
 	return strings.NewReplacer(
 		"$alice.refresh", p.alice.Refresh, "$alice.access", p.alice.Access,
 		"$bob.refresh", p.bob.Refresh, "$bob.access", p.bob.Access,
-		"$alice", p.alice.DID, "$bob", p.bob.DID,
+		"$alice", p.alice.DID, "$bob", p.bob.DID, "$admin", p.admin,
 	).Replace(s)
 }
 
@@ -474,6 +476,9 @@ var oddCases = []struct {
 	}},
 	{"createAppPassword with a name in use", appPasswordTaken},
 	{"an admin subject in a repo this PDS does not hold", unheldSubject},
+	{"a service JWT whose header or payload is not JSON, on an admin method", func(_ *fuzzPDS, _ *testing.T, c fuzzCall, _ []error) bool {
+		return badServiceJWT(c)
+	}},
 	{"an importRepo CAR that does not read as a repo", func(_ *fuzzPDS, _ *testing.T, c fuzzCall, causes []error) bool {
 		return c.NSID == "com.atproto.repo.importRepo" && anyIs(causes, repo.ErrUnreadableRepo)
 	}},
@@ -619,4 +624,42 @@ func unheldSubject(p *fuzzPDS, _ *testing.T, c fuzzCall, _ []error) bool {
 		}
 	}
 	return false
+}
+
+// badServiceJWT: on a method a moderation service may call (the admin
+// methods), a Bearer token that is not a session token is read as a
+// service JWT, and a header or payload that is not JSON fails the
+// reference's JSON.parse with a plain error. The header is read first:
+// one that is JSON but no object with an "alg", or of a session type, is
+// refused before the payload is read.
+func badServiceJWT(c fuzzCall) bool {
+	scheme, token, _ := strings.Cut(c.Auth, " ")
+	if !strings.HasPrefix(c.NSID, "com.atproto.admin.") || !strings.EqualFold(scheme, "Bearer") {
+		return false
+	}
+	parts := strings.Split(token, ".")
+	if len(parts) != 3 {
+		return false
+	}
+	segment := func(s string) (map[string]any, bool) {
+		b, err := base64.RawURLEncoding.DecodeString(strings.TrimRight(s, "="))
+		if err != nil || !json.Valid(b) {
+			return nil, false
+		}
+		var m map[string]any
+		_ = json.Unmarshal(b, &m)
+		return m, true
+	}
+	hdr, ok := segment(parts[0])
+	if !ok {
+		return true
+	}
+	if _, alg := hdr["alg"].(string); !alg {
+		return false
+	}
+	if typ, _ := hdr["typ"].(string); typ == "at+jwt" || typ == "refresh+jwt" || typ == "dpop+jwt" {
+		return false
+	}
+	_, ok = segment(parts[1])
+	return !ok
 }

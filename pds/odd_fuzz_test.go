@@ -63,6 +63,12 @@ var oddInputs = []struct {
 	{name: "an admin subject in a repo this PDS does not hold", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return fuzzCall{NSID: "com.atproto.admin.getSubjectStatus", Auth: p.admin, Query: "uri=at://alice.test/app.bsky.feed.post/3l4b6g6qbvs2a"}
 	}},
+	{name: "a service JWT whose header or payload is not JSON, on an admin method", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
+		return fuzzCall{NSID: "com.atproto.admin.getAccountInfo", Auth: "Bearer abc.def.ghi", Query: "did=" + p.alice.DID}
+	}},
+	{name: "a service JWT whose header or payload is not JSON, on an admin method", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
+		return fuzzCall{NSID: "com.atproto.admin.getAccountInfo", Auth: "Bearer eyJhbGciOiJFUzI1NksifQ.bm90anNvbg.sig", Query: "did=" + p.alice.DID}
+	}},
 	{name: "an importRepo CAR that does not read as a repo", call: func(_ testing.TB, p *fuzzPDS) fuzzCall {
 		return fuzzCall{NSID: "com.atproto.repo.importRepo", Auth: "Bearer " + p.alice.Access, ContentType: "application/vnd.ipld.car", Body: "not a CAR"}
 	}},
