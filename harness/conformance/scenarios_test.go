@@ -26,4 +26,5 @@ var scenarios = []scenario{
 	{name: "firehose-empty-commit", run: firehoseEmptyCommit},
 	{name: "firehose-replay", run: firehoseReplay},
 	{name: "xrpc", run: xrpcMisc},
+	{name: "oauth", run: oauthFlow},
 }

@@ -202,10 +202,10 @@ func discoverableURL(id string) (*url.URL, error) {
 	case u.Scheme == "https":
 	case u.Scheme == "http" && (isLoopbackIP(u.Hostname()) || u.Hostname() == "localhost"):
 	default:
-		return nil, errClientMetadata(`Invalid client ID "%s": must be an https URL (or http on a loopback address)`, id)
+		return nil, errClientMetadata(`Invalid client ID "%s"`, id)
 	}
 	if u.User != nil || u.Fragment != "" || u.Path == "" || u.Path == "/" {
-		return nil, errClientMetadata(`Invalid client ID "%s": must name a metadata document (a path, no credentials or fragment)`, id)
+		return nil, errClientMetadata(`Invalid client ID "%s"`, id)
 	}
 	return u, nil
 }

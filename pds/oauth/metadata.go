@@ -9,6 +9,7 @@ func (p *Provider) protectedResource(w http.ResponseWriter, r *http.Request) {
 	h.Set("Access-Control-Allow-Origin", "*")
 	h.Set("Access-Control-Allow-Method", "*")
 	h.Set("Access-Control-Allow-Headers", "*")
+	h.Set("Content-Type", "application/json; charset=utf-8") // express's res.json, as the reference
 	iss := p.issuer()
 	writeJSON(w, http.StatusOK, map[string]any{
 		"resource":                 iss,
