@@ -56,10 +56,10 @@ type bench struct {
 	res      *results
 	floor    *floor
 
-	fakepdsArgv []string
-	referenceArgv           []string
-	conformanceBin          string
-	loadBefore, loadAfter   string
+	fakepdsArgv           []string
+	referenceArgv         []string
+	conformanceBin        string
+	loadBefore, loadAfter string
 }
 
 func (b *bench) logf(format string, args ...any) {
@@ -75,11 +75,7 @@ const serveEnv = "BENCHCOMPARE_SERVE"
 func (b *bench) prepare(ctx context.Context) error {
 	b.loadBefore = loadAverage()
 	if b.o.has("suite") || b.o.has("hot") {
-		f, err := startFloor()
-		if err != nil {
-			return err
-		}
-		b.floor = f
+		b.floor = &floor{}
 	}
 	switch {
 	case b.o.cpuprofile != "" || b.o.fakepds == "self":
@@ -90,7 +86,7 @@ func (b *bench) prepare(ctx context.Context) error {
 		b.fakepdsArgv = []string{self}
 	case b.o.fakepds != "":
 		b.fakepdsArgv = []string{b.o.fakepds, "serve", "--addr", "127.0.0.1:0"}
-	case b.wants("fakepds"):
+	case b.wants("fakepds") && (b.perRound() || b.o.big || b.o.growth):
 		bin := filepath.Join(b.tmp, "fakepds")
 		b.logf("building fakepds from %s", b.o.root)
 		if err := b.goCmd(ctx, "build", "-o", bin, "./harness/cmd/fakepds"); err != nil {
@@ -113,12 +109,6 @@ func (b *bench) prepare(ctx context.Context) error {
 		}
 	}
 	return nil
-}
-
-func (b *bench) close() {
-	if b.floor != nil {
-		_ = b.floor.close()
-	}
 }
 
 func (b *bench) wants(target string) bool {
@@ -158,16 +148,20 @@ func (b *bench) start(ctx context.Context, name string, round int) (*server, err
 	return startServer(ctx, name, b.fakepdsArgv, extra, b.tmp)
 }
 
+// perRound says whether a workload that runs in every round was asked for.
+func (b *bench) perRound() bool {
+	return b.o.has("suite") || b.o.has("hot") || b.o.has("concurrent") || b.o.has("idle") || b.o.has("start") || b.o.has("rss")
+}
+
 // run runs the rounds, then what is measured once.
 func (b *bench) run(ctx context.Context) error {
-	perRound := b.o.has("suite") || b.o.has("hot") || b.o.has("concurrent") || b.o.has("idle") || b.o.has("start") || b.o.has("rss")
-	for r := 1; r <= b.o.rounds && perRound; r++ {
+	for r := 1; r <= b.o.rounds && b.perRound(); r++ {
 		for i, name := range b.o.targets {
 			if err := b.round(ctx, name, r, i == 0); err != nil {
 				return fmt.Errorf("round %d, %s: %w", r, name, err)
 			}
 		}
-		if err := b.floorRound(); err != nil {
+		if err := b.floorRound(ctx); err != nil {
 			return fmt.Errorf("round %d, floor: %w", r, err)
 		}
 	}
@@ -242,7 +236,7 @@ func (b *bench) round(ctx context.Context, name string, round int, first bool) (
 		return nil
 	}
 	if (b.o.has("suite") || b.o.has("hot")) && b.o.warmup > 0 {
-		if err := measured("warm-up", func() error { _, err := suiteShaped(t, b.o.warmup); return err }); err != nil {
+		if err := measured("warm-up", func() error { _, err := suiteShaped(t, b.o.warmup, nil); return err }); err != nil {
 			return err
 		}
 	}
@@ -254,22 +248,41 @@ func (b *bench) round(ctx context.Context, name string, round int, first bool) (
 		*dst = append(*dst, st)
 		return err
 	}
+	var resetStats func() error
+	if fakepds {
+		resetStats = srv.resetStats
+	}
 	if b.o.has("suite") {
 		if err := measured("suite-shaped", func() error {
-			s, err := suiteShaped(t, b.o.n)
+			// applyWrites's own figure is taken before the fill's
+			// applyWrites calls count too.
+			var beforeFill func() error
+			var applyWrites stats.Method
+			if fakepds {
+				beforeFill = func() error {
+					st, err := srv.serverStats()
+					applyWrites = st[nsids["applyWrites"]]
+					return err
+				}
+			}
+			s, err := suiteShaped(t, b.o.n, beforeFill)
 			if err != nil {
 				return err
 			}
 			p.suiteRounds = append(p.suiteRounds, s)
 			merge(p.suite, s)
-			return serverStats(&p.serverSuite)
+			if err := serverStats(&p.serverSuite); err != nil || !fakepds {
+				return err
+			}
+			p.serverSuite[len(p.serverSuite)-1][nsids["applyWrites"]] = applyWrites
+			return nil
 		}); err != nil {
 			return err
 		}
 	}
 	if b.o.has("hot") {
 		if err := measured("hot loop", func() error {
-			s, err := hotLoop(t, b.o.hot, b.o.sessions)
+			s, err := hotLoop(t, b.o.hot, b.o.sessions, resetStats)
 			if err != nil {
 				return err
 			}
@@ -312,16 +325,32 @@ func (b *bench) round(ctx context.Context, name string, round int, first bool) (
 
 // floorRound runs the suite-shaped workload and the hot loop against the
 // floor server, replaying what the round's first target answered.
-func (b *bench) floorRound() error {
+func (b *bench) floorRound(ctx context.Context) (err error) {
 	if b.floor == nil {
 		return nil
 	}
+	self, err := os.Executable()
+	if err != nil {
+		return err
+	}
+	srv, err := startServer(ctx, "floor", []string{self}, []string{floorEnv + "=1"}, b.tmp)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if serr := srv.stop(); serr != nil && err == nil {
+			err = serr
+		}
+	}()
+	if err := b.floor.load(srv); err != nil {
+		return err
+	}
 	p := b.res.get("floor")
-	t := newTarget(b.floor.url, nil)
+	t := newTarget(srv.url, nil)
 	defer t.close()
 	b.logf("floor")
 	if b.o.has("suite") {
-		s, err := suiteShaped(t, b.o.n)
+		s, err := suiteShaped(t, b.o.n, nil)
 		if err != nil {
 			return err
 		}
@@ -329,7 +358,7 @@ func (b *bench) floorRound() error {
 		merge(p.suite, s)
 	}
 	if b.o.has("hot") {
-		s, err := hotLoop(t, b.o.hot, b.o.sessions)
+		s, err := hotLoop(t, b.o.hot, b.o.sessions, nil)
 		if err != nil {
 			return err
 		}

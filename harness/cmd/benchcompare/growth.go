@@ -87,7 +87,7 @@ func (b *bench) growthRun(ctx context.Context) (err error) {
 		if err := srv.resetStats(); err != nil {
 			return err
 		}
-		s, err := suiteShaped(t, b.o.n)
+		s, err := suiteShaped(t, b.o.n, nil)
 		if err != nil {
 			return err
 		}

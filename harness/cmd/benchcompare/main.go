@@ -1,8 +1,8 @@
 // Command benchcompare measures fakepds beside the npm reference PDS with
 // one low-overhead client (raw XRPC over keep-alive net/http) and prints
 // markdown tables: per operation p50 and p95 on each server, their ratio,
-// the client's own floor (the same calls against a server in this process
-// that does no work) and the largest ratio that floor allows, and
+// the client's own floor (the same calls against a server, started by this
+// command, that does no work) and the largest ratio that floor allows, and
 // fakepds's own server-side p50 from its stats. It starts what it compares
 // (the fakepds binary, scripts/reference-pds/run.sh) and alternates rounds
 // (fakepds, reference, floor, fakepds, ...) so that machine drift cancels.
@@ -41,6 +41,13 @@ import (
 )
 
 func main() {
+	if os.Getenv(floorEnv) != "" {
+		if err := serveFloor(); err != nil {
+			fmt.Fprintln(os.Stderr, "benchcompare floor:", err)
+			os.Exit(1)
+		}
+		return
+	}
 	if os.Getenv(serveEnv) != "" {
 		if err := serveInProcess(os.Getenv(serveEnv)); err != nil {
 			fmt.Fprintln(os.Stderr, "benchcompare serve:", err)
@@ -209,7 +216,6 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	}
 	defer os.RemoveAll(tmp)
 	b := &bench{o: o, tmp: tmp, progress: stderr, res: newResults()}
-	defer b.close()
 	if err := b.prepare(ctx); err != nil {
 		return err
 	}

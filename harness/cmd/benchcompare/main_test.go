@@ -11,6 +11,13 @@ import (
 // The test binary doubles as the fakepds it measures (-fakepds self), so
 // that the smoke run needs no build.
 func TestMain(m *testing.M) {
+	if os.Getenv(floorEnv) != "" {
+		if err := serveFloor(); err != nil {
+			os.Stderr.WriteString(err.Error() + "\n")
+			os.Exit(1)
+		}
+		os.Exit(0)
+	}
 	if p := os.Getenv(serveEnv); p != "" {
 		if err := serveInProcess(p); err != nil {
 			os.Stderr.WriteString(err.Error() + "\n")

@@ -113,8 +113,12 @@ func (b *bench) report(w io.Writer) {
 		fsync = "on (HARNESS_PDS_FSYNC=1: durable on both)"
 	}
 	fmt.Fprintf(w, "Command: `%s`\n\n", o.commandLine)
-	fmt.Fprintf(w, "Machine: %s; load average %s at the start, %s at the end. fsync %s. %d round(s), each starting every server afresh, in the order %s, then the floor.\n\n",
-		machine(), b.loadBefore, b.loadAfter, fsync, o.rounds, strings.Join(o.targets, ", "))
+	order := strings.Join(o.targets, ", ")
+	if b.floor != nil {
+		order += ", then the floor"
+	}
+	fmt.Fprintf(w, "Machine: %s; load average %s at the start, %s at the end. fsync %s. %d round(s), each starting every server afresh, in the order %s; after each start an unmeasured warm-up of %d accounts.\n\n",
+		machine(), b.loadBefore, b.loadAfter, fsync, o.rounds, order, o.warmup)
 	fk, ref, fl := res.by["fakepds"], res.by["reference"], res.by["floor"]
 	var verdicts []verdict
 
@@ -169,8 +173,10 @@ func (b *bench) report(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	fmt.Fprintln(w, "Ratio: reference p50 / fakepds p50, both pooled over the rounds. Floor: the same calls against a server in the client's process that answers fakepds's bytes and does no work; cap: reference p50 / floor p50, the largest ratio that floor allows. Server-side ratio: (reference p50 - floor p50) / fakepds's own p50 from its stats (median of the rounds).")
-	fmt.Fprintln(w)
+	if o.has("suite") || o.has("hot") {
+		fmt.Fprintln(w, "Ratio: reference p50 / fakepds p50, both pooled over the rounds. Floor: the same calls from the same client against a server that does no work (a Go net/http handler in a child process of this tool, answering each method with the bytes fakepds answered it); cap: reference p50 / floor p50, the largest ratio that floor allows. Server-side ratio: (reference p50 - floor p50) / fakepds's own p50 from its stats (the median of the rounds'). Every p50/p95 is of the calls pooled over the rounds; \"(rounds)\" shows each round's p50.")
+		fmt.Fprintln(w)
+	}
 	if o.has("suite") {
 		table(fmt.Sprintf("(a) Suite-shaped: %d accounts, each operation once per account, operation after operation", o.n),
 			func(p *perTarget) (samples, []samples) { return p.suite, p.suiteRounds },

@@ -4,11 +4,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
-	"os/signal"
 	"runtime/pprof"
-	"syscall"
 
 	"github.com/fakepds/fakepds/harness"
 	"github.com/fakepds/fakepds/pds"
@@ -45,13 +42,7 @@ func serveInProcess(profile string) error {
 	line, _ := json.Marshal(map[string]any{"url": srv.URL(), "plcUrl": srv.PLCURL(), "adminPassword": srv.AdminPassword(), "fsync": srv.Fsync()})
 	fmt.Printf("%s\n", line)
 
-	done := make(chan os.Signal, 1)
-	signal.Notify(done, syscall.SIGTERM, os.Interrupt)
-	go func() {
-		_, _ = io.Copy(io.Discard, os.Stdin)
-		done <- syscall.SIGHUP
-	}()
-	<-done
+	waitForStop()
 	if prof != nil {
 		pprof.StopCPUProfile()
 		err = prof.Close()

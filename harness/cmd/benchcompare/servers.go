@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"os/signal"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -212,15 +214,14 @@ func (s *server) serverStats() (map[string]stats.Method, error) {
 
 func (s *server) resetStats() error { return s.control(http.MethodDelete, "stats", nil) }
 
-// floor is the server that does no work: it answers every XRPC method
-// with the bytes fakepds answered it with last (same size, same content
-// type), so a workload runs against it unchanged and measures only the
-// client, loopback HTTP and net/http's server.
+// floor is the server that does no work: a child process of this binary
+// (so that, like any server, it is another process to wake) answering
+// every XRPC method with the bytes fakepds answered it with last (same
+// size, same content type). A workload runs against it unchanged and
+// measures only the client, loopback HTTP and net/http's server.
 type floor struct {
 	mu      sync.Mutex
 	answers map[string]answer
-	srv     *http.Server
-	url     string
 }
 
 type answer struct {
@@ -228,36 +229,89 @@ type answer struct {
 	body        []byte
 }
 
-func startFloor() (*floor, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	f := &floor{answers: map[string]answer{}, url: "http://" + ln.Addr().String()}
-	f.srv = &http.Server{Handler: http.HandlerFunc(f.serve), ReadHeaderTimeout: time.Minute}
-	go func() { _ = f.srv.Serve(ln) }()
-	return f, nil
-}
+// floorEnv makes this binary serve as the floor.
+const floorEnv = "BENCHCOMPARE_FLOOR"
 
 // keep is a client's record hook: the answers fakepds gave.
 func (f *floor) keep(nsid, contentType string, body []byte) {
 	f.mu.Lock()
+	if f.answers == nil {
+		f.answers = map[string]answer{}
+	}
 	f.answers[nsid] = answer{contentType, append([]byte(nil), body...)}
 	f.mu.Unlock()
 }
 
-func (f *floor) serve(w http.ResponseWriter, r *http.Request) {
-	_, _ = io.Copy(io.Discard, r.Body)
+// load gives a started floor server the answers kept so far.
+func (f *floor) load(s *server) error {
 	f.mu.Lock()
-	a, ok := f.answers[strings.TrimPrefix(r.URL.Path, "/xrpc/")]
-	f.mu.Unlock()
-	if !ok {
-		http.Error(w, `{"error":"NoAnswer","message":"fakepds did not answer this method first"}`, http.StatusNotImplemented)
-		return
+	defer f.mu.Unlock()
+	for nsid, a := range f.answers {
+		req, err := http.NewRequest(http.MethodPut, s.url+"/_floor/"+nsid, bytes.NewReader(a.body))
+		if err != nil {
+			return err
+		}
+		req.Header.Set("Content-Type", a.contentType)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusNoContent {
+			return fmt.Errorf("floor: PUT %s: HTTP %d", nsid, resp.StatusCode)
+		}
 	}
-	w.Header().Set("Content-Type", a.contentType)
-	w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
-	_, _ = w.Write(a.body)
+	return nil
 }
 
-func (f *floor) close() error { return f.srv.Close() }
+// serveFloor is the floor process: PUT /_floor/NSID sets an answer,
+// /xrpc/NSID gives it.
+func serveFloor() error {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	var f floor
+	mux := http.NewServeMux()
+	mux.HandleFunc("PUT /_floor/{nsid}", func(w http.ResponseWriter, r *http.Request) {
+		b, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		f.keep(r.PathValue("nsid"), r.Header.Get("Content-Type"), b)
+		w.WriteHeader(http.StatusNoContent)
+	})
+	mux.HandleFunc("/xrpc/{nsid}", func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body)
+		f.mu.Lock()
+		a, ok := f.answers[r.PathValue("nsid")]
+		f.mu.Unlock()
+		if !ok {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusNotImplemented)
+			_, _ = io.WriteString(w, `{"error":"NoAnswer","message":"fakepds did not answer this method first"}`)
+			return
+		}
+		w.Header().Set("Content-Type", a.contentType)
+		w.Header().Set("Content-Length", strconv.Itoa(len(a.body)))
+		_, _ = w.Write(a.body)
+	})
+	srv := &http.Server{Handler: mux, ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(ln) }()
+	fmt.Printf(`{"url":"http://%s"}`+"\n", ln.Addr())
+	waitForStop()
+	return srv.Close()
+}
+
+// waitForStop returns on SIGTERM, SIGINT or the end of stdin (the parent
+// died).
+func waitForStop() {
+	done := make(chan os.Signal, 1)
+	signal.Notify(done, syscall.SIGTERM, os.Interrupt)
+	go func() {
+		_, _ = io.Copy(io.Discard, os.Stdin)
+		done <- syscall.SIGHUP
+	}()
+	<-done
+}

@@ -199,8 +199,11 @@ func each(s samples, op string, accts []*account, fn func(i int, a *account) (ti
 
 // suiteShaped is workload (a): n accounts, each operation once per
 // account, operation after operation, so that every call lands on a
-// different account than the one before, as in a test suite.
-func suiteShaped(t *target, n int) (samples, error) {
+// different account than the one before, as in a test suite. Between the
+// writes and the reads it fills each repo up to repoRecords records
+// (unmeasured, with applyWrites), calling beforeFill (if not nil) first,
+// so that the server's stats of applyWrites can be read without the fill.
+func suiteShaped(t *target, n int, beforeFill func() error) (samples, error) {
 	s := samples{}
 	accts := make([]*account, n)
 	for i := range accts {
@@ -236,6 +239,11 @@ func suiteShaped(t *target, n int) (samples, error) {
 	}
 	for _, st := range steps {
 		if st.op == "" { // setup, not measured
+			if beforeFill != nil {
+				if err := beforeFill(); err != nil {
+					return nil, err
+				}
+			}
 			if err := each(samples{}, "fill", accts, st.fn); err != nil {
 				return nil, err
 			}
@@ -252,25 +260,29 @@ func suiteShaped(t *target, n int) (samples, error) {
 // operation k times back to back on one account (createSession at most
 // sessions times: the reference pads every login to 350 ms). Reads go to
 // a second account that holds repoRecords records, so that they read
-// what the suite-shaped workload reads.
-func hotLoop(t *target, k, sessions int) (samples, error) {
+// what the suite-shaped workload reads. ready (if not nil) is called once
+// that setup is done, before the first measured call.
+func hotLoop(t *target, k, sessions int, ready func() error) (samples, error) {
 	s := samples{}
-	var accts []*account
-	for i := range k {
-		a, d, err := t.createAccount()
-		if err != nil {
-			return nil, fmt.Errorf("createAccount %d: %w", i, err)
-		}
-		accts = append(accts, a)
-		s.add("createAccount", d)
+	w, _, err := t.createAccount()
+	if err != nil {
+		return nil, err
 	}
-	w, r := accts[0], accts[min(1, len(accts)-1)]
-	if err := r.fill(repoRecords); err != nil {
+	r, _, err := t.createAccount()
+	if err != nil {
+		return nil, err
+	}
+	if err := r.fill(repoRecords - 1); err != nil {
 		return nil, err
 	}
 	readKey, _, err := r.createRecord()
 	if err != nil {
 		return nil, err
+	}
+	if ready != nil {
+		if err := ready(); err != nil {
+			return nil, err
+		}
 	}
 	repeat := func(op string, n int, fn func(i int) (time.Duration, error)) error {
 		for i := range n {
@@ -288,6 +300,10 @@ func hotLoop(t *target, k, sessions int) (samples, error) {
 		n  int
 		fn func(i int) (time.Duration, error)
 	}{
+		{"createAccount", k, func(int) (time.Duration, error) {
+			_, d, err := t.createAccount()
+			return d, err
+		}},
 		{"createSession", min(k, sessions), func(int) (time.Duration, error) { return w.createSession() }},
 		{"createRecord", k, func(i int) (d time.Duration, err error) {
 			rkeys[i], d, err = w.createRecord()
