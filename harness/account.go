@@ -191,7 +191,7 @@ func (p *PDS) Directory() identity.Directory {
 	if p.srv != nil {
 		return p.srv.Directory()
 	}
-	return &remoteDirectory{pds: atclient.NewAPIClient(p.url), plc: identity.BaseDirectory{PLCURL: p.plcURL}}
+	return &remoteDirectory{pds: atclient.NewAPIClient(p.url), plc: identity.BaseDirectory{PLCURL: p.plcURL, SkipHandleVerification: true}}
 }
 
 type remoteDirectory struct {
