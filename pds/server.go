@@ -207,7 +207,11 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("pds: data dir: %w", err)
 	}
 
-	if err := s.open(ctx); err != nil {
+	err := s.open(ctx)
+	if err == nil {
+		err = s.recoverFirehose(ctx)
+	}
+	if err != nil {
 		s.closeStores()
 		if s.tempDir {
 			os.RemoveAll(s.dataDir)
@@ -479,11 +483,13 @@ func (s *Server) Close() error {
 		servers := []*http.Server{s.http, s.plcHTTP}
 		s.mu.Unlock()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		idle := true // every request ended (see recover.go)
 		for _, srv := range servers {
 			if srv == nil {
 				continue
 			}
 			if err := srv.Shutdown(ctx); err != nil {
+				idle = false
 				errs = append(errs, err, srv.Close())
 			}
 		}
@@ -491,7 +497,7 @@ func (s *Server) Close() error {
 		if s.firehose != nil {
 			s.firehose.Close()
 		}
-		errs = append(errs, s.closeStores())
+		errs = append(errs, s.closeStoresMarked(idle))
 		if s.tempDir {
 			errs = append(errs, os.RemoveAll(s.dataDir))
 		}

@@ -146,6 +146,7 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 		if last, rerr := s.readLast(ctx); rerr == nil {
 			s.last = last
 		}
+		s.failed = true
 		return nil, err
 	}
 	s.last += int64(len(events))

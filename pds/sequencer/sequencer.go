@@ -29,9 +29,10 @@ type Sequencer struct {
 	// mu serializes Append (the single writer connection does too) and
 	// guards what it keeps between calls: the last seq given out, read
 	// once at Open instead of once a write, and its encoding buffer.
-	mu   sync.Mutex
-	last int64
-	buf  bytes.Buffer
+	mu     sync.Mutex
+	last   int64
+	buf    bytes.Buffer
+	failed bool // an Append failed since Open (see Failed)
 }
 
 // Open opens the sequencer database in dir.
