@@ -16,6 +16,7 @@ import (
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
+	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/faults"
 	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/stats"
@@ -245,12 +246,12 @@ type Purpose string
 // The purposes of the emails a PDS sends, as Emails and EmailToken take
 // them.
 const (
-	PurposeConfirmEmail  Purpose = "confirm_email"
-	PurposeUpdateEmail   Purpose = "update_email"
-	PurposeResetPassword Purpose = "reset_password"
-	PurposeDeleteAccount Purpose = "delete_account"
-	PurposePLCOperation  Purpose = "plc_operation"
-	PurposeAdmin         Purpose = "admin" // com.atproto.admin.sendEmail
+	PurposeConfirmEmail  = Purpose(account.PurposeConfirmEmail)
+	PurposeUpdateEmail   = Purpose(account.PurposeUpdateEmail)
+	PurposeResetPassword = Purpose(account.PurposeResetPassword)
+	PurposeDeleteAccount = Purpose(account.PurposeDeleteAccount)
+	PurposePLCOperation  = Purpose(account.PurposePLCOperation)
+	PurposeAdmin         = Purpose("admin") // com.atproto.admin.sendEmail
 )
 
 var purposes = []Purpose{PurposeConfirmEmail, PurposeUpdateEmail, PurposeResetPassword, PurposeDeleteAccount, PurposePLCOperation, PurposeAdmin}
