@@ -116,8 +116,10 @@ func SkipUnavailable() Option { return func(s *setup) { s.skipUnavailable = true
 
 // Start starts an in-process PDS for use outside a test (a dev server, a
 // program's own integration run, an Example), configured by opts and the
-// HARNESS_PDS_* variables as New is. The caller closes it. Its logs go to
-// stderr at HARNESS_PDS_LOG's level.
+// HARNESS_PDS_* variables (a kept HARNESS_PDS_DIR included; HARNESS_PDS_URL
+// and _BACKEND do not apply: it is always in-process). The caller closes
+// it. Its logs go to stderr at HARNESS_PDS_LOG's level. NewStandalone
+// gives the helpers a testing.TB outside a test.
 func Start(opts ...Option) (*PDS, error) {
 	vars, err := env.Read()
 	if err != nil {
