@@ -43,7 +43,7 @@ var Table = []Var{
 	{PLCURL, "unset", "With HARNESS_PDS_URL: the PLC directory that PDS uses."},
 	{AdminPassword, "random", "Admin password (HTTP Basic, user \"admin\") of the PDS started, or of the one attached to."},
 	{Dir, "temporary", "Data directory. When set, it is used and kept after the server closes; otherwise a temporary one is removed on close."},
-	{Backend, "inprocess", "Which PDS the harness starts: inprocess, reference (npm @atproto/pds) or docker."},
+	{Backend, "inprocess", "Which PDS the harness starts: inprocess, reference (npm @atproto/pds) or docker; the last two where the test binary imports harness/backend/reference or harness/backend/docker."},
 	{Stats, "0", "1: print per-method server-side stats (count, p50, p95, mean) when the test binary ends."},
 	{Log, "warn", "Server log level on stderr: debug, info or warn. Unset: warn (warnings and errors only)."},
 	{Addr, "localhost:0", "Listen address (HOST:PORT) of the server the binary or harness starts. Its URL names this host as given (a name stays a name); unset, a free loopback port named http://localhost:PORT, which relays accept."},
