@@ -47,6 +47,16 @@ func TestURLNamesTheListenHost(t *testing.T) {
 			if got := ident.PDSEndpoint(); got != want || !strings.Contains(got, tc.wantEndpointHost) {
 				t.Errorf("DID document's PDS endpoint %q, want %q", got, want)
 			}
+			// The service's did:web names the public host, as the reference's
+			// PDS_HOSTNAME does; the listen host does not change it.
+			desc, err := comatproto.ServerDescribeServer(t.Context(), atclient.NewAPIClient(s.URL()))
+			wantDID := "did:web:localhost"
+			if tc.public != "" {
+				wantDID = "did:web:" + tc.wantEndpointHost
+			}
+			if err != nil || desc.Did != wantDID {
+				t.Errorf("describeServer did = %v, %v; want %s", desc, err, wantDID)
+			}
 		})
 	}
 	for _, bad := range []string{"pds.example.com", "ftp://pds.example.com", "https://pds.example.com/xrpc"} {

@@ -65,7 +65,7 @@ type Config struct {
 	// when empty.
 	AdminPassword string
 	// Hostname names the service (its did:web and the default handle
-	// domain's parent); "localhost" when empty.
+	// domain's parent); PublicURL's host, or "localhost", when empty.
 	Hostname string
 	// HandleDomains are the suffixes account handles may use, each with a
 	// leading dot; [".test"] when empty.
@@ -279,6 +279,11 @@ func (c *Config) fill() error {
 			return fmt.Errorf("pds: Config.PublicURL %q: want http(s)://HOST[:PORT] without a path", c.PublicURL)
 		}
 		c.PublicURL = strings.TrimSuffix(c.PublicURL, "/")
+		if c.Hostname == "" {
+			// As the reference derives both from PDS_HOSTNAME: the
+			// service's did:web names the public host.
+			c.Hostname = u.Hostname()
+		}
 	}
 	if c.AdminPassword == "" {
 		b := make([]byte, 18)
