@@ -179,3 +179,19 @@ func ExamplePDS_Restart() {
 	fmt.Println(found, value["text"])
 	// Output: true kept
 }
+
+// A test binary attached to a fakepds another process runs (what Main does
+// with HARNESS_PDS_URL): the helpers work over HTTP, the powers through
+// the control plane.
+func ExampleAttach() {
+	t := harness.NewStandalone(io.Discard)
+	defer t.Close()
+	running := harness.New(t) // stands in for `fakepds serve`
+
+	p := harness.Attach(running.URL(), running.PLCURL(), running.AdminPassword())
+	a := p.NewAccount(t)
+	p.Fail(t, "com.atproto.server.getSession", 1, 500, "InternalServerError")
+	_, err := comatproto.ServerGetSession(t.Context(), a.Client)
+	fmt.Println(p.Server() == nil, err != nil)
+	// Output: true true
+}
