@@ -351,6 +351,12 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 			if err != nil {
 				return nil, fmt.Errorf("repo: %w", err)
 			}
+			if r := tree.Root; len(r.Entries) == 0 && !r.Stub {
+				// indigo leaves an emptied root at the removed key's
+				// height; an insert into it would grow a pointer-only
+				// root. The empty tree is height 0.
+				r.Height = 0
+			}
 			if prev == nil {
 				continue
 			}
