@@ -35,12 +35,9 @@ func TestBackendNotLinked(t *testing.T) {
 func TestRegisteredBackend(t *testing.T) {
 	local := New(t)
 	stops := 0
-	RegisterBackend("test-started", func(vars env.Vars, _ *slog.Logger) (*PDS, error) {
-		return Started(local.URL(), local.PLCURL(), local.AdminPassword(), func() error { stops++; return nil }), nil
-	})
-	RegisterBackend("test-unavailable", func(env.Vars, *slog.Logger) (*PDS, error) {
-		return nil, fmt.Errorf("%w: no engine here", ErrBackendUnavailable)
-	})
+	startedBackend = func() *PDS {
+		return Started(local.URL(), local.PLCURL(), local.AdminPassword(), func() error { stops++; return nil })
+	}
 	p, err := startBackend(env.Vars{Backend: "test-started"}, nil, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -71,6 +68,17 @@ func TestRegisteredBackend(t *testing.T) {
 			t.Errorf("NewBackend(unavailable, %d opts): skipped %v, failed %v (%s)", len(tc.opts), r.skipped, r.failed, r.msg)
 		}
 	}
+}
+
+// The test backends are registered once per binary (-count=2 runs the
+// tests twice); startedBackend is what test-started returns.
+var startedBackend func() *PDS
+
+func init() {
+	RegisterBackend("test-started", func(env.Vars, *slog.Logger) (*PDS, error) { return startedBackend(), nil })
+	RegisterBackend("test-unavailable", func(env.Vars, *slog.Logger) (*PDS, error) {
+		return nil, fmt.Errorf("%w: no engine here", ErrBackendUnavailable)
+	})
 }
 
 // recorder observes a testing.TB's Skipf and Fatalf instead of obeying
