@@ -101,7 +101,7 @@ func TestOddCases(t *testing.T) {
 			name string
 			new  func(t *testing.T) *fuzzPDS
 		}{"reference", func(t *testing.T) *fuzzPDS {
-			p := &fuzzPDS{logs: &errorLog{}, remote: startReference(t)}
+			p := &fuzzPDS{logs: &errorLog{}, remote: startReference(t, t.Cleanup)}
 			p.open(t)
 			return p
 		}})
@@ -154,9 +154,12 @@ type refPDS struct {
 	URL           string `json:"url"`
 	AdminPassword string `json:"adminPassword"`
 	client        *http.Client
+	stdin         io.Closer // held: its finalizer would close it, and the reference stops on EOF
 }
 
-func startReference(t *testing.T) *refPDS {
+// startReference starts the reference and registers its stop with
+// cleanup; it also stops when this process ends (its stdin closes).
+func startReference(t testing.TB, cleanup func(func())) *refPDS {
 	t.Helper()
 	cmd := exec.Command("../scripts/reference-pds/run.sh")
 	stdin, err := cmd.StdinPipe() // it stops when stdin closes
@@ -172,7 +175,7 @@ func startReference(t *testing.T) *refPDS {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() {
+	cleanup(func() {
 		stdin.Close()
 		done := make(chan error, 1)
 		go func() { done <- cmd.Wait() }()
@@ -198,7 +201,7 @@ func startReference(t *testing.T) *refPDS {
 	case <-time.After(60 * time.Second):
 		t.Fatalf("reference PDS not ready after 60s:\n%s", stderr.String())
 	}
-	ref.client = &http.Client{Timeout: callTimeout}
+	ref.client, ref.stdin = &http.Client{Timeout: callTimeout}, stdin
 	return &ref
 }
 

@@ -1,8 +1,16 @@
 package pds_test
 
 import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 )
+
+var diffReference = flag.String("diff-reference", "",
+	"FuzzQueryParams: send every input to the npm reference PDS too, and append each new kind of difference in status or error name to this file")
 
 // queries are the query methods FuzzQueryParams calls, each with the
 // parameters real calls send (cursor, limit, rkey, collection, DID,
@@ -53,8 +61,38 @@ func FuzzQueryParams(f *testing.F) {
 		}
 		f.Add(uint8(i), uint8(1), q.seeds[0])
 	}
+	var ref *fuzzPDS
+	if *diffReference != "" {
+		ref = &fuzzPDS{logs: &errorLog{}, remote: startReference(f, f.Cleanup)}
+		ref.open(f)
+	}
+	seen := map[string]bool{}
 	f.Fuzz(func(t *testing.T, method, auth uint8, query string) {
 		q := queries[int(method)%len(queries)]
-		p.checkRead(t, fuzzCall{NSID: q.nsid, Auth: p.auth(auth), Query: p.expand(query)})
+		r, ok := p.checkRead(t, fuzzCall{NSID: q.nsid, Auth: p.auth(auth), Query: p.expand(query)})
+		if *diffReference == "" || !ok || strings.IndexFunc(query, func(r rune) bool { return r <= ' ' || r > '~' }) >= 0 {
+			return // Node's HTTP parser refuses a URL with such bytes before the PDS sees it
+		}
+		rr, _ := ref.do(t, fuzzCall{NSID: q.nsid, Auth: ref.auth(auth), Query: ref.expand(query)})
+		ours, theirs := answerOf(r), answerOf(rr)
+		if key := q.nsid + " " + ours + " / " + theirs; ours != theirs && !seen[key] {
+			seen[key] = true
+			out, err := os.OpenFile(*diffReference, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+			if err != nil {
+				t.Fatal(err)
+			}
+			fmt.Fprintf(out, "%s auth=%d ?%s\n  fakepds:   %s %s\n  reference: %s %s\n", q.nsid, auth%authKinds, query, ours, r.Body, theirs, rr.Body)
+			out.Close()
+		}
 	})
+}
+
+// answerOf is a reply's status and XRPC error name.
+func answerOf(r fuzzReply) string {
+	if r.Status < 400 {
+		return fmt.Sprint(r.Status)
+	}
+	var e struct{ Error string }
+	_ = json.Unmarshal(r.Body, &e)
+	return fmt.Sprint(r.Status, " ", e.Error)
 }
