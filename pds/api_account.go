@@ -26,11 +26,11 @@ import (
 )
 
 func (s *Server) registerAccount(x *xrpc.Mux) {
-	s.handle(x, xrpc.Procedure, "com.atproto.server.createAccount", authn{kind: authMigration}, s.createAccount)
+	handleInput(s, x, "com.atproto.server.createAccount", xrpc.JSONLimit, authn{kind: authMigration}, s.createAccount)
 }
 
 type createAccountInput struct {
-	Handle      *string         `json:"handle"`
+	Handle      string          `json:"handle"`
 	Email       string          `json:"email"`
 	Password    string          `json:"password"`
 	InviteCode  string          `json:"inviteCode"`
@@ -47,26 +47,11 @@ type createAccountOutput struct {
 	RefreshJwt string `json:"refreshJwt"`
 }
 
-func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller) error {
+func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller, in *createAccountInput) error {
 	ctx := r.Context()
 	var requester string // a migration's service token names the account's DID
 	if c != nil {
 		requester = c.DID
-	}
-	var in createAccountInput
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Handle == nil {
-		return xrpc.MissingInput("handle")
-	}
-	if err := handleFormat(*in.Handle); err != nil {
-		return err
-	}
-	if in.DID != "" {
-		if _, err := syntax.ParseDID(in.DID); err != nil {
-			return xrpc.InvalidRequest("", "Invalid DID (got %q) at $.did", in.DID)
-		}
 	}
 	// The checks, in the reference's order.
 	if len(in.PlcOp) > 0 && string(in.PlcOp) != "null" {
@@ -84,7 +69,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 	if !validEmail(in.Email) {
 		return xrpc.InvalidRequest("", "This email address is not supported, please use a different email.")
 	}
-	handle, err := s.normalizeHandle(*in.Handle, in.DID == "")
+	handle, err := s.normalizeHandle(in.Handle, in.DID == "")
 	if err != nil {
 		return err
 	}

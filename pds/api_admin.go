@@ -10,7 +10,6 @@ import (
 	"math"
 	"net/http"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,16 +38,16 @@ import (
 func (s *Server) registerAdmin(x *xrpc.Mux) {
 	s.handle(x, xrpc.Query, nsidGetAccountInfo, moderator, s.adminGetAccountInfo)
 	s.handle(x, xrpc.Query, nsidGetAccountInfos, moderator, s.adminGetAccountInfos)
-	s.handle(x, xrpc.Procedure, nsidUpdateSubjectStatus, moderator, s.adminUpdateSubjectStatus)
+	handleInput(s, x, nsidUpdateSubjectStatus, xrpc.JSONLimit, moderator, s.adminUpdateSubjectStatus)
 	s.handle(x, xrpc.Query, nsidGetSubjectStatus, moderator, s.adminGetSubjectStatus)
-	s.handle(x, xrpc.Procedure, "com.atproto.admin.updateAccountHandle", adminAuth, s.adminUpdateAccountHandle)
-	s.handle(x, xrpc.Procedure, "com.atproto.admin.updateAccountEmail", adminAuth, s.adminUpdateAccountEmail)
-	s.handle(x, xrpc.Procedure, "com.atproto.admin.updateAccountPassword", adminAuth, s.adminUpdateAccountPassword)
-	s.handle(x, xrpc.Procedure, "com.atproto.admin.deleteAccount", adminAuth, s.adminDeleteAccount)
-	s.handle(x, xrpc.Procedure, nsidSendEmail, moderator, s.adminSendEmail)
-	s.handle(x, xrpc.Procedure, nsidDisableAccountInvites, moderator, s.adminSetAccountInvites(true))
-	s.handle(x, xrpc.Procedure, nsidEnableAccountInvites, moderator, s.adminSetAccountInvites(false))
-	s.handle(x, xrpc.Procedure, nsidDisableInviteCodes, moderator, s.adminDisableInviteCodes)
+	handleInput(s, x, "com.atproto.admin.updateAccountHandle", xrpc.JSONLimit, adminAuth, s.adminUpdateAccountHandle)
+	handleInput(s, x, "com.atproto.admin.updateAccountEmail", xrpc.JSONLimit, adminAuth, s.adminUpdateAccountEmail)
+	handleInput(s, x, "com.atproto.admin.updateAccountPassword", xrpc.JSONLimit, adminAuth, s.adminUpdateAccountPassword)
+	handleInput(s, x, "com.atproto.admin.deleteAccount", xrpc.JSONLimit, adminAuth, s.adminDeleteAccount)
+	handleInput(s, x, nsidSendEmail, xrpc.JSONLimit, moderator, s.adminSendEmail)
+	handleInput(s, x, nsidDisableAccountInvites, xrpc.JSONLimit, moderator, s.adminSetAccountInvites(true))
+	handleInput(s, x, nsidEnableAccountInvites, xrpc.JSONLimit, moderator, s.adminSetAccountInvites(false))
+	handleInput(s, x, nsidDisableInviteCodes, xrpc.JSONLimit, moderator, s.adminDisableInviteCodes)
 	s.handle(x, xrpc.Query, nsidGetInviteCodes, moderator, s.adminGetInviteCodes)
 }
 
@@ -214,12 +213,7 @@ func (s *Server) accountViews(ctx context.Context, dids []string) ([]adminAccoun
 }
 
 func (s *Server) adminGetAccountInfo(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	p := lexParams{nsidGetAccountInfo, r}
-	did, err := p.str("did", true, "did")
-	if err != nil {
-		return err
-	}
-	views, err := s.accountViews(r.Context(), []string{did})
+	views, err := s.accountViews(r.Context(), []string{param(r, "did")})
 	if err != nil {
 		return err
 	}
@@ -231,12 +225,7 @@ func (s *Server) adminGetAccountInfo(w http.ResponseWriter, r *http.Request, _ *
 }
 
 func (s *Server) adminGetAccountInfos(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	p := lexParams{nsidGetAccountInfos, r}
-	dids, err := p.strs("dids", true, "did")
-	if err != nil {
-		return err
-	}
-	views, err := s.accountViews(r.Context(), dids)
+	views, err := s.accountViews(r.Context(), paramList(r, "dids"))
 	if err != nil {
 		return err
 	}
@@ -259,93 +248,35 @@ func attrOf(ref string) *statusAttr {
 	return &statusAttr{Applied: true, Ref: &ref}
 }
 
-// subjectRef is the updateSubjectStatus subject, as checked.
+// updateSubjectStatusInput keeps subject and takedown as sent: the output
+// echoes them.
+type updateSubjectStatusInput struct {
+	Subject     json.RawMessage `json:"subject"`
+	Takedown    json.RawMessage `json:"takedown"`
+	Deactivated *statusAttr     `json:"deactivated"`
+}
+
+// subjectRef is the fields of the subject union's members (the lexicon
+// checked the known ones; an unknown $type passes, as in the reference).
 type subjectRef struct {
-	typ string
-	did string // repoRef, repoBlobRef
-	uri syntax.ATURI
-	cid string // strongRef, repoBlobRef
-	raw json.RawMessage
+	Type string       `json:"$type"`
+	DID  string       `json:"did"` // repoRef, repoBlobRef
+	URI  syntax.ATURI `json:"uri"` // strongRef
+	CID  string       `json:"cid"` // strongRef, repoBlobRef
 }
 
-// parseSubject checks the subject union as the reference's lexicon
-// validator does: an object with a string $type; the known types' fields
-// checked, unknown types passed through.
-func parseSubject(in *lexObject) (*subjectRef, error) {
-	raw, ok := in.m["subject"]
-	if !ok {
-		return nil, lexIssue(in.path, `Missing required key "subject"`)
+func (s *Server) adminUpdateSubjectStatus(w http.ResponseWriter, r *http.Request, _ *caller, in *updateSubjectStatusInput) error {
+	var sub subjectRef
+	if err := json.Unmarshal(in.Subject, &sub); err != nil {
+		return err
 	}
-	path := in.path + pathKey("subject")
-	obj, err := lexObjectAt(raw, path)
-	if err != nil || obj.m["$type"] == nil {
-		return nil, lexIssue(path, `Expected an object which includes the "$type" property value type (got %s)`, jsvalue.PreviewJSON(raw))
-	}
-	typ, _, err := obj.str("$type", true, "")
-	if err != nil {
-		return nil, err
-	}
-	sub := &subjectRef{typ: typ, raw: raw}
-	switch typ {
-	case typeRepoRef:
-		sub.did, _, err = obj.str("did", true, "did")
-	case typeStrongRef:
-		var uri string
-		if uri, _, err = obj.str("uri", true, "at-uri"); err == nil {
-			sub.uri = syntax.ATURI(uri)
-			sub.cid, _, err = obj.str("cid", true, "cid")
-		}
-	case typeRepoBlobRef:
-		if sub.did, _, err = obj.str("did", true, "did"); err == nil {
-			if sub.cid, _, err = obj.str("cid", true, "cid"); err == nil {
-				_, _, err = obj.str("recordUri", false, "at-uri")
-			}
+	var takedown *statusAttr
+	if len(in.Takedown) > 0 {
+		if err := json.Unmarshal(in.Takedown, &takedown); err != nil {
+			return err
 		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	return sub, nil
-}
-
-// parseStatusAttr checks an optional statusAttr property.
-func parseStatusAttr(in *lexObject, key string) (*statusAttr, json.RawMessage, error) {
-	obj, ok, err := in.object(key, false)
-	if err != nil || !ok {
-		return nil, nil, err
-	}
-	applied, _, err := obj.boolean("applied", true)
-	if err != nil {
-		return nil, nil, err
-	}
-	ref, hasRef, err := obj.str("ref", false, "")
-	if err != nil {
-		return nil, nil, err
-	}
-	a := &statusAttr{Applied: applied}
-	if hasRef {
-		a.Ref = &ref
-	}
-	return a, in.m[key], nil
-}
-
-func (s *Server) adminUpdateSubjectStatus(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	in, err := decodeLexInput(r)
-	if err != nil {
-		return err
-	}
-	sub, err := parseSubject(in)
-	if err != nil {
-		return err
-	}
-	takedown, rawTakedown, err := parseStatusAttr(in, "takedown")
-	if err != nil {
-		return err
-	}
-	deactivated, _, err := parseStatusAttr(in, "deactivated")
-	if err != nil {
-		return err
-	}
+	deactivated := in.Deactivated
 	if takedown != nil && takedown.Applied && deactivated != nil && !deactivated.Applied {
 		return xrpc.InvalidRequest("", "Cannot activate and takedown an account at the same time")
 	}
@@ -359,40 +290,42 @@ func (s *Server) adminUpdateSubjectStatus(w http.ResponseWriter, r *http.Request
 				ref = *takedown.Ref
 			}
 		}
-		switch sub.typ {
+		var err error
+		switch sub.Type {
 		case typeRepoRef:
-			err = s.takedownAccount(ctx, sub.did, ref)
+			err = s.takedownAccount(ctx, sub.DID, ref)
 		case typeStrongRef:
-			err = s.takedownRecord(ctx, sub.uri, ref)
+			err = s.takedownRecord(ctx, sub.URI, ref)
 		case typeRepoBlobRef:
-			err = s.takedownBlob(ctx, sub.did, sub.cid, ref)
+			err = s.takedownBlob(ctx, sub.DID, sub.CID, ref)
 		default:
-			err = xrpc.InvalidRequest("", "Invalid subject (%s)", sub.typ)
+			err = xrpc.InvalidRequest("", "Invalid subject (%s)", sub.Type)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if deactivated != nil && sub.typ == typeRepoRef {
+	if deactivated != nil && sub.Type == typeRepoRef {
+		var err error
 		if deactivated.Applied {
-			err = s.adminDeactivate(ctx, sub.did)
+			err = s.adminDeactivate(ctx, sub.DID)
 		} else {
-			err = s.adminActivate(ctx, sub.did)
+			err = s.adminActivate(ctx, sub.DID)
 		}
 		if err != nil {
 			return err
 		}
 	}
-	if takedown == nil && deactivated == nil && sub.typ == typeRepoRef {
+	if takedown == nil && deactivated == nil && sub.Type == typeRepoRef {
 		// Historically this method always sequences the account's status.
-		if err := s.sequenceAccountStatus(ctx, sub.did); err != nil {
+		if err := s.sequenceAccountStatus(ctx, sub.DID); err != nil {
 			return err
 		}
 	}
 	xrpc.WriteJSON(w, http.StatusOK, struct {
 		Subject  json.RawMessage `json:"subject"`
 		Takedown json.RawMessage `json:"takedown,omitempty"`
-	}{sub.raw, rawTakedown})
+	}{in.Subject, in.Takedown})
 	return nil
 }
 
@@ -520,21 +453,10 @@ type subjectStatusOutput struct {
 var errSubjectNotFound = xrpc.InvalidRequest("NotFound", "Subject not found")
 
 func (s *Server) adminGetSubjectStatus(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	p := lexParams{nsidGetSubjectStatus, r}
-	did, err := p.str("did", false, "did")
-	if err != nil {
-		return err
-	}
-	uri, err := p.str("uri", false, "at-uri")
-	if err != nil {
-		return err
-	}
-	blob, err := p.str("blob", false, "cid")
-	if err != nil {
-		return err
-	}
+	did, uri, blob := param(r, "did"), param(r, "uri"), param(r, "blob")
 	ctx := r.Context()
 	var out *subjectStatusOutput
+	var err error
 	switch {
 	case blob != "":
 		if did == "" {
@@ -624,42 +546,20 @@ func (s *Server) blobStatus(ctx context.Context, did, c string) (*subjectStatusO
 
 // ---------------------------------------------------------------- account overrides
 
-func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	in, err := decodeLexInput(r)
-	if err != nil {
-		return err
-	}
-	did, _, err := in.str("did", true, "did")
-	if err != nil {
-		return err
-	}
-	handle, _, err := in.str("handle", true, "handle")
-	if err != nil {
-		return err
-	}
+func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminUpdateAccountHandle_Input) error {
 	// TODO(admin): the reference skips the slur and reserved-name checks
 	// for the admin (allowAnyValid); setHandle makes neither yet.
-	if err := s.setHandle(r.Context(), did, handle); err != nil {
+	if err := s.setHandle(r.Context(), in.Did, in.Handle); err != nil {
 		return err
 	}
 	return ok(w)
 }
 
-func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	in, err := decodeLexInput(r)
-	if err != nil {
-		return err
-	}
-	ident, _, err := in.str("account", true, "at-identifier")
-	if err != nil {
-		return err
-	}
-	email, _, err := in.str("email", true, "")
-	if err != nil {
-		return err
-	}
+func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminUpdateAccountEmail_Input) error {
+	ident, email := in.Account, in.Email
 	ctx := r.Context()
 	var acc *account.Account
+	var err error
 	switch {
 	case strings.HasPrefix(ident, "did:"):
 		acc, err = s.accounts.ByDID(ctx, ident)
@@ -684,19 +584,8 @@ func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request,
 	return ok(w)
 }
 
-func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	in, err := decodeLexInput(r)
-	if err != nil {
-		return err
-	}
-	did, _, err := in.str("did", true, "did")
-	if err != nil {
-		return err
-	}
-	password, _, err := in.str("password", true, "")
-	if err != nil {
-		return err
-	}
+func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminUpdateAccountPassword_Input) error {
+	did, password := in.Did, in.Password
 	if jsvalue.Length(password) > auth.NewPasswordMaxLength {
 		return xrpc.InvalidRequest("", "Invalid password length.")
 	}
@@ -710,17 +599,9 @@ func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Reque
 	return ok(w)
 }
 
-func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	in, err := decodeLexInput(r)
-	if err != nil {
-		return err
-	}
-	did, _, err := in.str("did", true, "did")
-	if err != nil {
-		return err
-	}
+func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminDeleteAccount_Input) error {
 	// No existence check: an unknown DID still gets its #account deleted.
-	if err := s.removeAccount(r.Context(), did); err != nil {
+	if err := s.removeAccount(r.Context(), in.Did); err != nil {
 		return err
 	}
 	return ok(w)
@@ -729,30 +610,8 @@ func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request, _ *c
 // adminEmailSubject is the reference's moderation mailer's default subject.
 const adminEmailSubject = "Message via your PDS"
 
-func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	in, err := decodeLexInput(r)
-	if err != nil {
-		return err
-	}
-	recipient, _, err := in.str("recipientDid", true, "did")
-	if err != nil {
-		return err
-	}
-	content, _, err := in.str("content", true, "")
-	if err != nil {
-		return err
-	}
-	subject, hasSubject, err := in.str("subject", false, "")
-	if err != nil {
-		return err
-	}
-	if _, _, err := in.str("senderDid", true, "did"); err != nil {
-		return err
-	}
-	if _, _, err := in.str("comment", false, ""); err != nil {
-		return err
-	}
-	acc, err := s.accounts.ByDID(r.Context(), recipient)
+func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminSendEmail_Input) error {
+	acc, err := s.accounts.ByDID(r.Context(), in.RecipientDid)
 	if errors.Is(err, account.ErrNotFound) {
 		return xrpc.InvalidRequest("", "Recipient not found")
 	}
@@ -762,11 +621,12 @@ func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request, _ *calle
 	if acc.Email == "" {
 		return xrpc.InvalidRequest("", "account does not have an email address")
 	}
-	if !hasSubject {
-		subject = adminEmailSubject
+	subject := adminEmailSubject
+	if in.Subject != nil {
+		subject = *in.Subject
 	}
 	s.outbox.Send(mail.Message{
-		To: acc.Email, DID: acc.DID, Purpose: "admin", Subject: subject, Body: content, Time: s.clock.Now(),
+		To: acc.Email, DID: acc.DID, Purpose: "admin", Subject: subject, Body: in.Content, Time: s.clock.Now(),
 	})
 	xrpc.WriteJSON(w, http.StatusOK, map[string]bool{"sent": true})
 	return nil
@@ -774,43 +634,26 @@ func (s *Server) adminSendEmail(w http.ResponseWriter, r *http.Request, _ *calle
 
 // ---------------------------------------------------------------- invites
 
-func (s *Server) adminSetAccountInvites(disabled bool) xrpc.Handler[*caller] {
-	return func(w http.ResponseWriter, r *http.Request, _ *caller) error {
-		in, err := decodeLexInput(r)
-		if err != nil {
-			return err
-		}
-		did, _, err := in.str("account", true, "did")
-		if err != nil {
-			return err
-		}
-		if _, _, err := in.str("note", false, ""); err != nil {
-			return err
-		}
-		if err := s.accounts.SetInvitesDisabled(r.Context(), did, disabled); err != nil {
+// accountInvitesInput is disableAccountInvites' and enableAccountInvites'
+// input.
+type accountInvitesInput struct {
+	Account string `json:"account"`
+}
+
+func (s *Server) adminSetAccountInvites(disabled bool) xrpc.InputHandler[*caller, accountInvitesInput] {
+	return func(w http.ResponseWriter, r *http.Request, _ *caller, in *accountInvitesInput) error {
+		if err := s.accounts.SetInvitesDisabled(r.Context(), in.Account, disabled); err != nil {
 			return err
 		}
 		return ok(w)
 	}
 }
 
-func (s *Server) adminDisableInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	in, err := decodeLexInput(r)
-	if err != nil {
-		return err
-	}
-	codes, err := in.strs("codes")
-	if err != nil {
-		return err
-	}
-	accounts, err := in.strs("accounts")
-	if err != nil {
-		return err
-	}
-	if slices.Contains(accounts, "admin") {
+func (s *Server) adminDisableInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminDisableInviteCodes_Input) error {
+	if slices.Contains(in.Accounts, "admin") {
 		return xrpc.InvalidRequest("", "cannot disable admin invite codes")
 	}
-	if err := s.accounts.DisableInviteCodes(r.Context(), codes, accounts); err != nil {
+	if err := s.accounts.DisableInviteCodes(r.Context(), in.Codes, in.Accounts); err != nil {
 		return err
 	}
 	return ok(w)
@@ -823,19 +666,7 @@ var errMalformedCursor = xrpc.InvalidRequest("", "Malformed cursor")
 const maxJSDate = 8.64e15
 
 func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	p := lexParams{nsidGetInviteCodes, r}
-	sortName, err := p.str("sort", false, "")
-	if err != nil {
-		return err
-	}
-	limit, err := p.integer("limit", 1, 500, 100)
-	if err != nil {
-		return err
-	}
-	rawCursor, err := p.str("cursor", false, "")
-	if err != nil {
-		return err
-	}
+	sortName, limit, rawCursor := param(r, "sort"), paramInt(r, "limit", 100), param(r, "cursor")
 	var sort account.InviteSort
 	switch sortName {
 	case "", "recent":
@@ -865,7 +696,7 @@ func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request, _ *
 			cursor.CreatedAt = time.UnixMilli(int64(n))
 		}
 	}
-	codes, err := s.accounts.ListInviteCodes(r.Context(), sort, int(limit), cursor)
+	codes, err := s.accounts.ListInviteCodes(r.Context(), sort, limit, cursor)
 	if err != nil {
 		return err
 	}
@@ -885,259 +716,4 @@ func (s *Server) adminGetInviteCodes(w http.ResponseWriter, r *http.Request, _ *
 	}
 	xrpc.WriteJSON(w, http.StatusOK, out)
 	return nil
-}
-
-// ---------------------------------------------------------------- lexicon checks
-
-// The reference validates every input and query against its lexicon
-// before (queries) or after (procedures) auth, and reports the first issue
-// in its own words. These helpers check the admin methods' inputs the same
-// way, properties in schema order.
-
-// lexIssue is an input issue at path: "<msg> at <path>".
-func lexIssue(path, format string, args ...any) error {
-	return xrpc.InvalidRequest("", "%s at %s", fmt.Sprintf(format, args...), path)
-}
-
-var plainKey = regexp.MustCompile(`^[a-zA-Z_$][a-zA-Z0-9_]*$`)
-
-// pathKey is the JSON path segment of an object key.
-func pathKey(key string) string {
-	if plainKey.MatchString(key) {
-		return "." + key
-	}
-	return "[" + jsvalue.Quote(key) + "]"
-}
-
-// lexObject is a JSON object of a procedure's input.
-type lexObject struct {
-	path string
-	m    map[string]json.RawMessage
-}
-
-// decodeLexInput reads a procedure's JSON input, which must be an object.
-func decodeLexInput(r *http.Request) (*lexObject, error) {
-	var raw json.RawMessage
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &raw); err != nil {
-		return nil, err
-	}
-	return lexObjectAt(raw, "$")
-}
-
-func lexObjectAt(raw json.RawMessage, path string) (*lexObject, error) {
-	var m map[string]json.RawMessage
-	if jsonKind(raw) != '{' || json.Unmarshal(raw, &m) != nil {
-		return nil, lexIssue(path, "Expected object value type (got %s)", jsvalue.PreviewJSON(raw))
-	}
-	return &lexObject{path: path, m: m}, nil
-}
-
-// jsonKind is the first byte of a JSON value: '{', '[', '"', 't', 'f', 'n'
-// or a number's first character.
-func jsonKind(raw json.RawMessage) byte {
-	for _, b := range raw {
-		switch b {
-		case ' ', '\t', '\n', '\r':
-			continue
-		}
-		return b
-	}
-	return 0
-}
-
-// str reads a string property, checking its format ("" for none).
-func (o *lexObject) str(key string, required bool, format string) (string, bool, error) {
-	raw, ok := o.m[key]
-	if !ok {
-		if required {
-			return "", false, lexIssue(o.path, "Missing required key %q", key)
-		}
-		return "", false, nil
-	}
-	path := o.path + pathKey(key)
-	var v string
-	if jsonKind(raw) != '"' || json.Unmarshal(raw, &v) != nil {
-		return "", false, lexIssue(path, "Expected string value type (got %s)", jsvalue.PreviewJSON(raw))
-	}
-	if err := checkFormat(format, v); err != "" {
-		return "", false, lexIssue(path, "%s", err)
-	}
-	return v, true, nil
-}
-
-func (o *lexObject) boolean(key string, required bool) (bool, bool, error) {
-	raw, ok := o.m[key]
-	if !ok {
-		if required {
-			return false, false, lexIssue(o.path, "Missing required key %q", key)
-		}
-		return false, false, nil
-	}
-	var v bool
-	if k := jsonKind(raw); k != 't' && k != 'f' || json.Unmarshal(raw, &v) != nil {
-		return false, false, lexIssue(o.path+pathKey(key), "Expected boolean value type (got %s)", jsvalue.PreviewJSON(raw))
-	}
-	return v, true, nil
-}
-
-func (o *lexObject) object(key string, required bool) (*lexObject, bool, error) {
-	raw, ok := o.m[key]
-	if !ok {
-		if required {
-			return nil, false, lexIssue(o.path, "Missing required key %q", key)
-		}
-		return nil, false, nil
-	}
-	obj, err := lexObjectAt(raw, o.path+pathKey(key))
-	return obj, err == nil, err
-}
-
-// strs reads an optional array of strings.
-func (o *lexObject) strs(key string) ([]string, error) {
-	raw, ok := o.m[key]
-	if !ok {
-		return nil, nil
-	}
-	path := o.path + pathKey(key)
-	var items []json.RawMessage
-	if jsonKind(raw) != '[' || json.Unmarshal(raw, &items) != nil {
-		return nil, lexIssue(path, "Expected array value type (got %s)", jsvalue.PreviewJSON(raw))
-	}
-	out := make([]string, len(items))
-	for i, item := range items {
-		if jsonKind(item) != '"' || json.Unmarshal(item, &out[i]) != nil {
-			return nil, lexIssue(fmt.Sprintf("%s[%d]", path, i), "Expected string value type (got %s)", jsvalue.PreviewJSON(item))
-		}
-	}
-	return out, nil
-}
-
-// checkFormat checks v against a lexicon string format; it returns the
-// reference's issue ("" when v is fine).
-func checkFormat(format, v string) string {
-	var err error
-	var name string
-	switch format {
-	case "":
-		return ""
-	case "did":
-		name = "DID"
-		_, err = syntax.ParseDID(v)
-	case "handle":
-		name = "handle"
-		_, err = syntax.ParseHandle(v)
-	case "at-identifier":
-		name = "AT identifier"
-		_, err = syntax.ParseAtIdentifier(v)
-	case "at-uri":
-		name = "at-uri"
-		_, err = syntax.ParseATURI(v)
-	case "cid":
-		name = "CID string"
-		// Only a CID's canonical string passes, as the reference checks.
-		var c cid.Cid
-		if len(v) > 128 {
-			err = errors.New("too long")
-		} else if c, err = cid.Decode(v); err == nil && c.String() != v {
-			err = errors.New("not canonical")
-		}
-	default:
-		panic("pds: unknown lexicon format " + format)
-	}
-	if err != nil {
-		return fmt.Sprintf("Invalid %s (got %s)", name, jsvalue.Preview(v))
-	}
-	return ""
-}
-
-// lexParams checks a query's parameters; issues read "Invalid <nsid>
-// params: <issue>" with no path. An empty value counts as absent, as the
-// reference's query parser has it.
-type lexParams struct {
-	nsid string
-	r    *http.Request
-}
-
-func (p lexParams) issue(format string, args ...any) error {
-	return xrpc.InvalidRequest("", "Invalid %s params: %s", p.nsid, fmt.Sprintf(format, args...))
-}
-
-func (p lexParams) values(name string) []string {
-	var out []string
-	for _, v := range p.r.URL.Query()[name] {
-		if v != "" {
-			out = append(out, v)
-		}
-	}
-	return out
-}
-
-func (p lexParams) str(name string, required bool, format string) (string, error) {
-	vals := p.values(name)
-	switch len(vals) {
-	case 0:
-		if required {
-			return "", p.issue("Missing required key %q", name)
-		}
-		return "", nil
-	case 1:
-		if err := checkFormat(format, vals[0]); err != "" {
-			return "", p.issue("%s", err)
-		}
-		return vals[0], nil
-	}
-	items := make([]any, len(vals))
-	for i, v := range vals {
-		items[i] = v
-	}
-	return "", p.issue("Expected string value type (got %s)", jsvalue.Preview(items))
-}
-
-// strs reads an array parameter (name=a&name=b) of strings in format.
-func (p lexParams) strs(name string, required bool, format string) ([]string, error) {
-	vals := p.values(name)
-	if len(vals) == 0 && required {
-		return nil, p.issue("Missing required key %q", name)
-	}
-	for _, v := range vals {
-		if err := checkFormat(format, v); err != "" {
-			return nil, p.issue("%s", err)
-		}
-	}
-	return vals, nil
-}
-
-var intParam = regexp.MustCompile(`^-?[0-9]+$`)
-
-// maxSafeInteger is JavaScript's Number.MAX_SAFE_INTEGER.
-const maxSafeInteger = 1<<53 - 1
-
-// integer reads an integer parameter within [minimum, maximum], def when
-// absent. The reference parses decimal digits as a number and keeps
-// anything else as the string it was.
-func (p lexParams) integer(name string, minimum, maximum, def int64) (int64, error) {
-	vals := p.values(name)
-	values := make([]any, len(vals))
-	var n float64
-	isNum := false
-	for i, v := range vals {
-		values[i] = v
-		if intParam.MatchString(v) {
-			n, _ = strconv.ParseFloat(v, 64)
-			values[i], isNum = n, true
-		}
-	}
-	switch {
-	case len(vals) == 0:
-		return def, nil
-	case len(vals) > 1:
-		return 0, p.issue("Expected integer value type (got %s)", jsvalue.Preview(values))
-	case !isNum || math.Abs(n) > maxSafeInteger:
-		return 0, p.issue("Expected integer value type (got %s)", jsvalue.Preview(values[0]))
-	case n < float64(minimum):
-		return 0, p.issue("integer too small (minimum %d, got %s)", minimum, jsvalue.Preview(n))
-	case n > float64(maximum):
-		return 0, p.issue("integer too big (maximum %d, got %s)", maximum, jsvalue.Preview(n))
-	}
-	return int64(n), nil
 }

@@ -10,25 +10,16 @@ import (
 )
 
 func (s *Server) registerAppPasswords(x *xrpc.Mux) {
-	s.handle(x, xrpc.Procedure, "com.atproto.server.createAppPassword", accessFull, s.createAppPassword)
+	handleInput(s, x, "com.atproto.server.createAppPassword", xrpc.JSONLimit, accessFull, s.createAppPassword)
 	s.handle(x, xrpc.Query, "com.atproto.server.listAppPasswords", access(scopesStandard, check{}), s.listAppPasswords)
-	s.handle(x, xrpc.Procedure, "com.atproto.server.revokeAppPassword", access(scopesStandard, check{}), s.revokeAppPassword)
+	handleInput(s, x, "com.atproto.server.revokeAppPassword", xrpc.JSONLimit, access(scopesStandard, check{}), s.revokeAppPassword)
 }
 
-func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request, c *caller) error {
-	// Only a full password session may make app passwords.
-	var in struct {
-		Name       *string `json:"name"`
-		Privileged bool    `json:"privileged"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Name == nil {
-		return xrpc.MissingInput("name")
-	}
+// createAppPassword: only a full password session may make app passwords.
+func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.ServerCreateAppPassword_Input) error {
 	// Names are taken as sent, unchecked, as the reference does.
-	name := *in.Name
+	name := in.Name
+	privileged := in.Privileged != nil && *in.Privileged
 	secret := account.NewAppPasswordSecret()
 	hash, err := s.hasher.HashAppPassword(c.DID, secret)
 	if err != nil {
@@ -36,7 +27,7 @@ func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request, c *ca
 	}
 	// A name in use is a 500, as in the reference (whose insert fails on
 	// the primary key); see docs/known-differences.md.
-	ap, err := s.accounts.CreateAppPassword(r.Context(), c.DID, name, hash, in.Privileged, s.clock.Now())
+	ap, err := s.accounts.CreateAppPassword(r.Context(), c.DID, name, hash, privileged, s.clock.Now())
 	if err != nil {
 		return err
 	}
@@ -61,17 +52,8 @@ func (s *Server) listAppPasswords(w http.ResponseWriter, r *http.Request, c *cal
 	return nil
 }
 
-func (s *Server) revokeAppPassword(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Name *string `json:"name"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Name == nil {
-		return xrpc.MissingInput("name")
-	}
-	if err := s.accounts.RevokeAppPassword(r.Context(), c.DID, *in.Name); err != nil {
+func (s *Server) revokeAppPassword(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.ServerRevokeAppPassword_Input) error {
+	if err := s.accounts.RevokeAppPassword(r.Context(), c.DID, in.Name); err != nil {
 		return err
 	}
 	w.WriteHeader(http.StatusOK)

@@ -13,8 +13,6 @@ import (
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
-	"github.com/bluesky-social/indigo/atproto/syntax"
-	"github.com/ipfs/go-cid"
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/blob"
@@ -183,19 +181,12 @@ var extensionTypes = map[string]string{
 }
 
 func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, c *caller) error {
-	const nsid = "com.atproto.sync.getBlob"
-	did, err := didParam(r, nsid)
+	did := param(r, "did")
+	ref, err := paramCID(r, "cid")
 	if err != nil {
 		return err
 	}
-	q := r.URL.Query()
-	if q.Get("cid") == "" {
-		return xrpc.MissingParam(nsid, "cid")
-	}
-	blobCID, err := cid.Decode(q.Get("cid"))
-	if err != nil {
-		return xrpc.InvalidRequest("", "Invalid %s params: Invalid CID string (got %q)", nsid, q.Get("cid"))
-	}
+	blobCID := *ref
 	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
@@ -241,28 +232,8 @@ func withCharset(mt string) string {
 	return mt
 }
 
-// limitParam reads a limit query parameter of 1 to 1000, default 500.
-func limitParam(r *http.Request, nsid string) (int, error) {
-	return xrpc.IntParam(r, nsid, "limit", 500, 1, 1000)
-}
-
 func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request, c *caller) error {
-	const nsid = "com.atproto.sync.listBlobs"
-	did, err := didParam(r, nsid)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	since := q.Get("since")
-	if since != "" {
-		if _, err := syntax.ParseTID(since); err != nil {
-			return xrpc.InvalidRequest("", "Invalid %s params: Invalid TID string (got %q)", nsid, since)
-		}
-	}
-	limit, err := limitParam(r, nsid)
-	if err != nil {
-		return err
-	}
+	did, since, limit := param(r, "did"), param(r, "since"), paramInt(r, "limit", 500)
 	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
@@ -270,7 +241,7 @@ func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request, c *caller) er
 	var cids []string
 	err = s.withActor(r.Context(), acc.DID, func(db *store.DB) error {
 		var err error
-		cids, err = blob.List(r.Context(), db.Reader(), acc.DID, since, q.Get("cursor"), limit)
+		cids, err = blob.List(r.Context(), db.Reader(), acc.DID, since, param(r, "cursor"), limit)
 		return err
 	})
 	if err != nil {
@@ -288,13 +259,9 @@ func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request, c *caller) er
 }
 
 func (s *Server) listMissingBlobs(w http.ResponseWriter, r *http.Request, c *caller) error {
-	const nsid = "com.atproto.repo.listMissingBlobs"
-	limit, err := limitParam(r, nsid)
-	if err != nil {
-		return err
-	}
+	limit := paramInt(r, "limit", 500)
 	var missing []blob.Missing
-	err = s.withActor(r.Context(), c.DID, func(db *store.DB) error {
+	err := s.withActor(r.Context(), c.DID, func(db *store.DB) error {
 		var err error
 		missing, err = blob.ListMissing(r.Context(), db.Reader(), r.URL.Query().Get("cursor"), limit)
 		return err

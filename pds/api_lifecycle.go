@@ -22,19 +22,19 @@ import (
 func (s *Server) registerLifecycle(x *xrpc.Mux) {
 	s.handle(x, xrpc.Query, "com.atproto.server.checkAccountStatus", access(scopesStandard, check{}), s.checkAccountStatus)
 	s.handle(x, xrpc.Procedure, "com.atproto.server.activateAccount", access(scopesFull, check{}), s.activateAccount)
-	s.handle(x, xrpc.Procedure, "com.atproto.server.deactivateAccount", access(append(scopesFull, auth.ScopeTakendown), check{}), s.deactivateAccount)
+	handleInput(s, x, "com.atproto.server.deactivateAccount", xrpc.JSONLimit, access(append(scopesFull, auth.ScopeTakendown), check{}), s.deactivateAccount)
 	s.handle(x, xrpc.Procedure, "com.atproto.server.requestAccountDelete", accessFull,
 		s.emailTokenRequest(account.PurposeDeleteAccount, "Account Deletion Requested"))
-	s.handle(x, xrpc.Procedure, "com.atproto.server.deleteAccount", noAuth, s.deleteAccount)
+	handleInput(s, x, "com.atproto.server.deleteAccount", xrpc.JSONLimit, noAuth, s.deleteAccount)
 	s.handle(x, xrpc.Procedure, "com.atproto.server.requestEmailConfirmation", accessStandard,
 		s.emailTokenRequest(account.PurposeConfirmEmail, "Email Confirmation"))
-	s.handle(x, xrpc.Procedure, "com.atproto.server.confirmEmail", accessStandard, s.confirmEmail)
-	s.handle(x, xrpc.Procedure, "com.atproto.server.requestPasswordReset", noAuth, s.requestPasswordReset)
-	s.handle(x, xrpc.Procedure, "com.atproto.server.resetPassword", noAuth, s.resetPassword)
+	handleInput(s, x, "com.atproto.server.confirmEmail", xrpc.JSONLimit, accessStandard, s.confirmEmail)
+	handleInput(s, x, "com.atproto.server.requestPasswordReset", xrpc.JSONLimit, noAuth, s.requestPasswordReset)
+	handleInput(s, x, "com.atproto.server.resetPassword", xrpc.JSONLimit, noAuth, s.resetPassword)
 	s.handle(x, xrpc.Procedure, "com.atproto.server.requestEmailUpdate", accessFull, s.requestEmailUpdate)
-	s.handle(x, xrpc.Procedure, "com.atproto.server.updateEmail", accessFull, s.updateEmail)
-	s.handle(x, xrpc.Procedure, "com.atproto.server.createInviteCode", adminAuth, s.createInviteCode)
-	s.handle(x, xrpc.Procedure, "com.atproto.server.createInviteCodes", adminAuth, s.createInviteCodes)
+	handleInput(s, x, "com.atproto.server.updateEmail", xrpc.JSONLimit, accessFull, s.updateEmail)
+	handleInput(s, x, "com.atproto.server.createInviteCode", xrpc.JSONLimit, adminAuth, s.createInviteCode)
+	handleInput(s, x, "com.atproto.server.createInviteCodes", xrpc.JSONLimit, adminAuth, s.createInviteCodes)
 	s.handle(x, xrpc.Query, "com.atproto.server.getAccountInviteCodes", accessFull, s.getAccountInviteCodes)
 }
 
@@ -139,9 +139,6 @@ func (s *Server) didDocProblem(ctx context.Context, did string) string {
 }
 
 func (s *Server) activateAccount(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := xrpc.NoBody(r); err != nil {
-		return err
-	}
 	ctx := r.Context()
 	if p := s.didDocProblem(ctx, c.DID); p != "" {
 		return xrpc.InvalidRequest("", "%s", p)
@@ -191,20 +188,13 @@ func statusOf(acc *account.Account) string {
 	return string(acc.Status())
 }
 
-func (s *Server) deactivateAccount(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		DeleteAfter string `json:"deleteAfter"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
+func (s *Server) deactivateAccount(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.ServerDeactivateAccount_Input) error {
 	var deleteAfter time.Time
-	if in.DeleteAfter != "" {
-		dt, err := syntax.ParseDatetimeLenient(in.DeleteAfter)
-		if err != nil {
-			return xrpc.InvalidRequest("", "Invalid datetime (got %q) at $.deleteAfter", in.DeleteAfter)
+	if in.DeleteAfter != nil {
+		// The lexicon checked the format; this reads it.
+		if dt, err := syntax.ParseDatetimeLenient(*in.DeleteAfter); err == nil {
+			deleteAfter = dt.Time()
 		}
-		deleteAfter = dt.Time()
 	}
 	ctx := r.Context()
 	if err := s.accounts.Deactivate(ctx, c.DID, s.clock.Now(), deleteAfter); errors.Is(err, account.ErrNotFound) {
@@ -243,9 +233,6 @@ func (s *Server) accountWithEmail(ctx context.Context, did string) (*account.Acc
 // requestPlcOperationSignature): they differ only in who may call them.
 func (s *Server) emailTokenRequest(purpose account.Purpose, subject string) xrpc.Handler[*caller] {
 	return func(w http.ResponseWriter, r *http.Request, c *caller) error {
-		if err := xrpc.NoBody(r); err != nil {
-			return err
-		}
 		acc, err := s.accountWithEmail(r.Context(), c.DID)
 		if err != nil {
 			return err
@@ -270,38 +257,22 @@ func emailTokenError(err error) error {
 	return err
 }
 
-func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	var in struct {
-		DID      *string `json:"did"`
-		Password *string `json:"password"`
-		Token    *string `json:"token"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	for _, f := range []struct {
-		name string
-		v    *string
-	}{{"did", in.DID}, {"password", in.Password}, {"token", in.Token}} {
-		if f.v == nil {
-			return xrpc.MissingInput(f.name)
-		}
-	}
+func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.ServerDeleteAccount_Input) error {
 	ctx := r.Context()
-	if len(*in.Password) > auth.OldPasswordMaxLength {
+	if len(in.Password) > auth.OldPasswordMaxLength {
 		return xrpc.AuthRequired("", "Password too long. Consider resetting your password.")
 	}
-	acc, err := s.accounts.ByDID(ctx, *in.DID)
+	acc, err := s.accounts.ByDID(ctx, in.Did)
 	if errors.Is(err, account.ErrNotFound) {
 		return xrpc.InvalidRequest("", "account not found")
 	}
 	if err != nil {
 		return err
 	}
-	if okPw, err := auth.Verify(*in.Password, acc.PasswordScrypt); err != nil || !okPw {
+	if okPw, err := auth.Verify(in.Password, acc.PasswordScrypt); err != nil || !okPw {
 		return xrpc.AuthRequired("", "Invalid did or password")
 	}
-	if _, err := s.accounts.CheckEmailToken(ctx, acc.DID, account.PurposeDeleteAccount, *in.Token, s.clock.Now()); err != nil {
+	if _, err := s.accounts.CheckEmailToken(ctx, acc.DID, account.PurposeDeleteAccount, in.Token, s.clock.Now()); err != nil {
 		return emailTokenError(err)
 	}
 	if err := s.removeAccount(ctx, acc.DID); err != nil {
@@ -326,20 +297,7 @@ func (s *Server) removeAccount(ctx context.Context, did string) error {
 	return s.seq.DeleteAccountEventsBefore(ctx, did, evs[0].Seq)
 }
 
-func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Email *string `json:"email"`
-		Token *string `json:"token"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Email == nil {
-		return xrpc.MissingInput("email")
-	}
-	if in.Token == nil {
-		return xrpc.MissingInput("token")
-	}
+func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.ServerConfirmEmail_Input) error {
 	ctx := r.Context()
 	acc, err := s.accounts.ByDID(ctx, c.DID)
 	if errors.Is(err, account.ErrNotFound) {
@@ -348,10 +306,10 @@ func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
-	if acc.Email != strings.ToLower(*in.Email) {
+	if acc.Email != strings.ToLower(in.Email) {
 		return xrpc.InvalidRequest("InvalidEmail", "invalid email")
 	}
-	if _, err := s.accounts.CheckEmailToken(ctx, c.DID, account.PurposeConfirmEmail, *in.Token, s.clock.Now()); err != nil {
+	if _, err := s.accounts.CheckEmailToken(ctx, c.DID, account.PurposeConfirmEmail, in.Token, s.clock.Now()); err != nil {
 		return emailTokenError(err)
 	}
 	if err := s.accounts.DeleteEmailToken(ctx, c.DID, account.PurposeConfirmEmail); err != nil {
@@ -363,18 +321,9 @@ func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request, c *caller)
 	return ok(w)
 }
 
-func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	var in struct {
-		Email *string `json:"email"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Email == nil {
-		return xrpc.MissingInput("email")
-	}
+func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.ServerRequestPasswordReset_Input) error {
 	ctx := r.Context()
-	acc, err := s.accounts.ByEmail(ctx, strings.ToLower(*in.Email))
+	acc, err := s.accounts.ByEmail(ctx, strings.ToLower(in.Email))
 	if errors.Is(err, account.ErrNotFound) {
 		// The reference says so, revealing that the address is unknown.
 		return xrpc.InvalidRequest("", "account does not have an email address")
@@ -390,29 +339,16 @@ func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request, _ 
 	return ok(w)
 }
 
-func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	var in struct {
-		Token    *string `json:"token"`
-		Password *string `json:"password"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Token == nil {
-		return xrpc.MissingInput("token")
-	}
-	if in.Password == nil {
-		return xrpc.MissingInput("password")
-	}
-	if len(*in.Password) > auth.NewPasswordMaxLength {
+func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.ServerResetPassword_Input) error {
+	if len(in.Password) > auth.NewPasswordMaxLength {
 		return xrpc.InvalidRequest("", "Invalid password length.")
 	}
 	ctx := r.Context()
-	did, err := s.accounts.CheckEmailToken(ctx, "", account.PurposeResetPassword, *in.Token, s.clock.Now())
+	did, err := s.accounts.CheckEmailToken(ctx, "", account.PurposeResetPassword, in.Token, s.clock.Now())
 	if err != nil {
 		return emailTokenError(err)
 	}
-	hash, err := s.hasher.Hash(*in.Password)
+	hash, err := s.hasher.Hash(in.Password)
 	if err != nil {
 		return err
 	}
@@ -427,9 +363,6 @@ func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request, _ *caller
 }
 
 func (s *Server) requestEmailUpdate(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := xrpc.NoBody(r); err != nil {
-		return err
-	}
 	acc, err := s.accountWithEmail(r.Context(), c.DID)
 	if err != nil {
 		return err
@@ -446,18 +379,8 @@ func (s *Server) requestEmailUpdate(w http.ResponseWriter, r *http.Request, c *c
 	return nil
 }
 
-func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Email *string `json:"email"`
-		Token *string `json:"token"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Email == nil {
-		return xrpc.MissingInput("email")
-	}
-	if !validEmail(*in.Email) {
+func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.ServerUpdateEmail_Input) error {
+	if !validEmail(in.Email) {
 		return xrpc.InvalidRequest("", "This email address is not supported, please use a different email.")
 	}
 	ctx := r.Context()
@@ -476,7 +399,7 @@ func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request, c *caller) 
 			return emailTokenError(err)
 		}
 	}
-	err = s.accounts.UpdateEmail(ctx, c.DID, strings.ToLower(*in.Email))
+	err = s.accounts.UpdateEmail(ctx, c.DID, strings.ToLower(in.Email))
 	if errors.Is(err, account.ErrEmailTaken) {
 		return xrpc.InvalidRequest("", "This email address is already in use, please use a different email.")
 	}
@@ -486,50 +409,37 @@ func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request, c *caller) 
 	return ok(w)
 }
 
-func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	var in struct {
-		UseCount   *int64 `json:"useCount"`
-		ForAccount string `json:"forAccount"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.UseCount == nil {
-		return xrpc.MissingInput("useCount")
-	}
-	if in.ForAccount == "" {
-		in.ForAccount = "admin" // the default; sent explicitly, it is not a DID
-	} else if _, err := syntax.ParseDID(in.ForAccount); err != nil {
-		return xrpc.InvalidRequest("", "Invalid DID (got %q) at $.forAccount", in.ForAccount)
+// createInviteCodeInput: integers as float64, since the lexicon (as
+// JavaScript) takes 1.0 for 1 and Go's int64 would not.
+type createInviteCodeInput struct {
+	UseCount   float64 `json:"useCount"`
+	ForAccount *string `json:"forAccount"`
+}
+
+func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request, _ *caller, in *createInviteCodeInput) error {
+	forAccount := "admin" // the default; sent explicitly, it must be a DID
+	if in.ForAccount != nil {
+		forAccount = *in.ForAccount
 	}
 	code := account.NewInviteCode(s.cfg.Hostname)
-	if err := s.accounts.CreateInviteCodes(r.Context(), []string{code}, int(*in.UseCount), in.ForAccount, "admin", s.clock.Now()); err != nil {
+	if err := s.accounts.CreateInviteCodes(r.Context(), []string{code}, int(in.UseCount), forAccount, "admin", s.clock.Now()); err != nil {
 		return err
 	}
 	xrpc.WriteJSON(w, http.StatusOK, comatproto.ServerCreateInviteCode_Output{Code: code})
 	return nil
 }
 
-func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	var in struct {
-		CodeCount   *int64   `json:"codeCount"`
-		UseCount    *int64   `json:"useCount"`
-		ForAccounts []string `json:"forAccounts"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.UseCount == nil {
-		return xrpc.MissingInput("useCount")
-	}
+// createInviteCodesInput: integers as float64, as createInviteCodeInput.
+type createInviteCodesInput struct {
+	CodeCount   *float64 `json:"codeCount"`
+	UseCount    float64  `json:"useCount"`
+	ForAccounts []string `json:"forAccounts"`
+}
+
+func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request, _ *caller, in *createInviteCodesInput) error {
 	count := int64(1)
 	if in.CodeCount != nil {
-		count = *in.CodeCount
-	}
-	for i, acct := range in.ForAccounts {
-		if _, err := syntax.ParseDID(acct); err != nil {
-			return xrpc.InvalidRequest("", "Invalid DID (got %q) at $.forAccounts[%d]", acct, i)
-		}
+		count = int64(*in.CodeCount)
 	}
 	if len(in.ForAccounts) == 0 {
 		in.ForAccounts = []string{"admin"}
@@ -540,7 +450,7 @@ func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request, _ *ca
 		for i := range codes {
 			codes[i] = account.NewInviteCode(s.cfg.Hostname)
 		}
-		if err := s.accounts.CreateInviteCodes(r.Context(), codes, int(*in.UseCount), acct, "admin", s.clock.Now()); err != nil {
+		if err := s.accounts.CreateInviteCodes(r.Context(), codes, int(in.UseCount), acct, "admin", s.clock.Now()); err != nil {
 			return err
 		}
 		out.Codes = append(out.Codes, &comatproto.ServerCreateInviteCodes_AccountCodes{Account: acct, Codes: codes})

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/fakepds/fakepds/pds/auth"
-	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
@@ -24,7 +23,7 @@ const (
 
 func (s *Server) registerPrefs(x *xrpc.Mux) {
 	s.handle(x, xrpc.Query, "app.bsky.actor.getPreferences", access(append(scopesStandard, auth.ScopeTakendown), check{}), s.getPreferences)
-	s.handle(x, xrpc.Procedure, "app.bsky.actor.putPreferences", accessStandard, s.putPreferences)
+	handleInput(s, x, "app.bsky.actor.putPreferences", xrpc.JSONLimit, accessStandard, s.putPreferences)
 }
 
 func inNamespace(name string) bool {
@@ -95,27 +94,23 @@ func declaredAge(personal string, now time.Time) (json.RawMessage, bool) {
 	return b, true
 }
 
-func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Preferences []json.RawMessage `json:"preferences"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Preferences == nil {
-		return xrpc.MissingInput("preferences")
-	}
+type putPreferencesInput struct {
+	Preferences []json.RawMessage `json:"preferences"`
+}
+
+func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, c *caller, in *putPreferencesInput) error {
 	full := c.Scope == auth.ScopeAccess
 	prefs := make([]pref, 0, len(in.Preferences))
 	var forbidden []string
-	for i, raw := range in.Preferences {
+	for _, raw := range in.Preferences {
+		// The lexicon made each one an object with a string $type.
 		var t struct {
-			Type *string `json:"$type"`
+			Type string `json:"$type"`
 		}
-		if json.Unmarshal(raw, &t) != nil || t.Type == nil {
-			return xrpc.InvalidRequest("", `Expected an object which includes the "$type" property value type (got %s) at $.preferences[%d]`, jsvalue.PreviewJSON(raw), i)
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return err
 		}
-		prefs = append(prefs, pref{*t.Type, string(raw)})
+		prefs = append(prefs, pref{t.Type, string(raw)})
 	}
 	for _, p := range prefs {
 		if !inNamespace(p.name) {

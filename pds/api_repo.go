@@ -27,10 +27,10 @@ import (
 )
 
 func (s *Server) registerRepo(x *xrpc.Mux) {
-	s.handle(x, xrpc.Procedure, "com.atproto.repo.createRecord", access(scopesStandard, check{}), s.createRecord)
-	s.handle(x, xrpc.Procedure, "com.atproto.repo.putRecord", access(scopesStandard, check{}), s.putRecord)
-	s.handle(x, xrpc.Procedure, "com.atproto.repo.deleteRecord", access(scopesStandard, check{}), s.deleteRecord)
-	s.handle(x, xrpc.Procedure, "com.atproto.repo.applyWrites", access(scopesStandard, check{}), s.applyWrites)
+	handleInput(s, x, "com.atproto.repo.createRecord", xrpc.RecordLimit, access(scopesStandard, check{}), s.createRecord)
+	handleInput(s, x, "com.atproto.repo.putRecord", xrpc.RecordLimit, access(scopesStandard, check{}), s.putRecord)
+	handleInput(s, x, "com.atproto.repo.deleteRecord", xrpc.JSONLimit, access(scopesStandard, check{}), s.deleteRecord)
+	handleInput(s, x, "com.atproto.repo.applyWrites", xrpc.RecordLimit, access(scopesStandard, check{}), s.applyWrites)
 	s.handle(x, xrpc.Query, "com.atproto.repo.getRecord", noAuth, s.getRecord)
 	s.handle(x, xrpc.Query, "com.atproto.repo.listRecords", noAuth, s.listRecords)
 	s.handle(x, xrpc.Query, "com.atproto.repo.describeRepo", noAuth, s.describeRepo)
@@ -55,15 +55,7 @@ func (l *repoLocks) lock(did string) func() {
 // writer finds the account a write names (a DID or handle), checks it may
 // be written (not taken down or deactivated) and that the caller owns it.
 func (s *Server) writer(ctx context.Context, c *caller, repoID string) (*account.Account, error) {
-	if repoID == "" {
-		return nil, xrpc.MissingInput("repo")
-	}
-	var acc *account.Account
-	var err error
-	if _, perr := syntax.ParseAtIdentifier(repoID); perr != nil {
-		return nil, xrpc.InvalidRequest("", "Invalid AT identifier (got %q) at $.repo", repoID)
-	}
-	acc, err = s.accounts.ByIdentifier(ctx, repoID)
+	acc, err := s.accounts.ByIdentifier(ctx, repoID)
 	if errors.Is(err, account.ErrNotFound) {
 		return nil, xrpc.Errorf(http.StatusForbidden, "AccountNotFound", "Account not found")
 	}
@@ -94,15 +86,17 @@ func (p prepared) uri(did string) syntax.ATURI {
 }
 
 // prepareRecord checks a record and converts it to DAG-CBOR; write is its
-// index in applyWrites, -1 elsewhere.
+// index in applyWrites, -1 elsewhere. The lexicon has checked collection
+// and rkey's formats (a generated rkey is a TID); the parse here holds the
+// repo engine to indigo's syntax all the same.
 func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey string, record json.RawMessage, validate *bool) (prepared, error) {
 	nsid, err := syntax.ParseNSID(collection)
 	if err != nil {
-		return prepared{}, xrpc.InvalidRequest("", "Invalid NSID (got %q) at $.collection", collection)
+		return prepared{}, xrpc.InvalidRequest("", "Invalid collection: %s", collection)
 	}
 	rk, err := syntax.ParseRecordKey(rkey)
 	if err != nil {
-		return prepared{}, xrpc.InvalidRequest("", "Invalid record key (got %q) at $.rkey", rkey)
+		return prepared{}, xrpc.InvalidRequest("", "Invalid record key: %s", rkey)
 	}
 	p := prepared{Write: repo.Write{Action: action, Collection: nsid, RKey: rk}}
 	if action == repo.ActionDelete {
@@ -213,13 +207,14 @@ func trackBlobs(ctx context.Context, refs *blob.Refs, did string, writes []prepa
 	return refs.Collect(ctx)
 }
 
-func parseSwap(field, v string) (*cid.Cid, error) {
-	if v == "" {
+// parseSwap reads an optional swap CID, whose format the lexicon checked.
+func parseSwap(v *string) (*cid.Cid, error) {
+	if v == nil {
 		return nil, nil
 	}
-	c, err := cid.Decode(v)
+	c, err := cid.Decode(*v)
 	if err != nil {
-		return nil, xrpc.InvalidRequest("", "Invalid CID string (got %q) at $.%s", v, field)
+		return nil, fmt.Errorf("swap CID the lexicon passed: %w", err)
 	}
 	return &c, nil
 }
@@ -236,13 +231,16 @@ func metaOf(c *repo.Commit) *commitMeta {
 	return &commitMeta{CID: c.CID.String(), Rev: c.Rev}
 }
 
-type createRecordInput struct {
+// recordWriteInput is createRecord's and putRecord's input (indigo's types
+// hold the record as a decoded lexicon type, and cannot tell putRecord's
+// swapRecord null from absent).
+type recordWriteInput struct {
 	Repo       string          `json:"repo"`
 	Collection string          `json:"collection"`
 	RKey       *string         `json:"rkey"`
 	Validate   *bool           `json:"validate"`
 	Record     json.RawMessage `json:"record"`
-	SwapCommit string          `json:"swapCommit"`
+	SwapCommit *string         `json:"swapCommit"`
 	// SwapRecord is raw so that null (must not exist) differs from absent.
 	SwapRecord json.RawMessage `json:"swapRecord"`
 }
@@ -254,39 +252,15 @@ type writeOutput struct {
 	ValidationStatus string      `json:"validationStatus,omitempty"`
 }
 
-// recordWrite reads createRecord's and putRecord's common input, checks
-// it in the reference's order (auth, body, required fields, the repo's
-// account) and returns it with the account written to.
-func (s *Server) recordWrite(r *http.Request, c *caller, needRKey bool) (createRecordInput, *account.Account, error) {
-	var in createRecordInput
-	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
-		return in, nil, err
-	}
-	if in.Collection == "" {
-		return in, nil, xrpc.MissingInput("collection")
-	}
-	if len(in.Record) == 0 || string(in.Record) == "null" {
-		return in, nil, xrpc.MissingInput("record")
-	}
-	if needRKey && in.RKey == nil {
-		return in, nil, xrpc.MissingInput("rkey")
-	}
-	acc, err := s.writer(r.Context(), c, in.Repo)
+func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller, in *recordWriteInput) error {
+	ctx := r.Context()
+	acc, err := s.writer(ctx, c, in.Repo)
 	if err == nil {
 		err = c.mayWrite(in.Collection, "create")
 	}
-	if err == nil && needRKey {
-		err = c.mayWrite(in.Collection, "update")
-	}
-	return in, acc, err
-}
-
-func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
-	in, acc, err := s.recordWrite(r, c, false)
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
 	rkey := s.tids.Next().String()
 	if in.RKey != nil {
 		rkey = *in.RKey
@@ -295,7 +269,7 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller)
 	if err != nil {
 		return err
 	}
-	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	swap, err := parseSwap(in.SwapCommit)
 	if err != nil {
 		return err
 	}
@@ -309,17 +283,23 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller)
 	return nil
 }
 
-func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
-	in, acc, err := s.recordWrite(r, c, true)
+func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller, in *recordWriteInput) error {
+	ctx := r.Context()
+	acc, err := s.writer(ctx, c, in.Repo)
+	if err == nil {
+		err = c.mayWrite(in.Collection, "create")
+	}
+	if err == nil {
+		err = c.mayWrite(in.Collection, "update")
+	}
 	if err != nil {
 		return err
 	}
-	ctx := r.Context()
 	p, err := s.prepareRecord(-1, repo.ActionUpdate, in.Collection, *in.RKey, in.Record, in.Validate)
 	if err != nil {
 		return err
 	}
-	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	swap, err := parseSwap(in.SwapCommit)
 	if err != nil {
 		return err
 	}
@@ -327,9 +307,9 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller) er
 	if len(in.SwapRecord) > 0 && !nullSwap {
 		var v string
 		if err := json.Unmarshal(in.SwapRecord, &v); err != nil {
-			return xrpc.InvalidRequest("", "Invalid CID string (got %s) at $.swapRecord", in.SwapRecord)
+			return err // the lexicon made it a CID string or null
 		}
-		if p.SwapRecord, err = parseSwap("swapRecord", v); err != nil {
+		if p.SwapRecord, err = parseSwap(&v); err != nil {
 			return err
 		}
 	}
@@ -363,23 +343,7 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller) er
 	return nil
 }
 
-func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Repo       string  `json:"repo"`
-		Collection string  `json:"collection"`
-		RKey       *string `json:"rkey"`
-		SwapRecord *string `json:"swapRecord"`
-		SwapCommit string  `json:"swapCommit"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Collection == "" {
-		return xrpc.MissingInput("collection")
-	}
-	if in.RKey == nil {
-		return xrpc.MissingInput("rkey")
-	}
+func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.RepoDeleteRecord_Input) error {
 	ctx := r.Context()
 	acc, err := s.writer(ctx, c, in.Repo)
 	if err != nil {
@@ -388,18 +352,16 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller)
 	if err := c.mayWrite(in.Collection, "delete"); err != nil {
 		return err
 	}
-	p, err := s.prepareRecord(-1, repo.ActionDelete, in.Collection, *in.RKey, nil, nil)
+	p, err := s.prepareRecord(-1, repo.ActionDelete, in.Collection, in.Rkey, nil, nil)
 	if err != nil {
 		return err
 	}
-	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	swap, err := parseSwap(in.SwapCommit)
 	if err != nil {
 		return err
 	}
-	if in.SwapRecord != nil {
-		if p.SwapRecord, err = parseSwap("swapRecord", *in.SwapRecord); err != nil {
-			return err
-		}
+	if p.SwapRecord, err = parseSwap(in.SwapRecord); err != nil {
+		return err
 	}
 	// A record that is not there: nothing to do, and, as in the reference,
 	// no swap to check.
@@ -431,19 +393,14 @@ type applyResult struct {
 	ValidationStatus string `json:"validationStatus,omitempty"`
 }
 
-func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Repo       string            `json:"repo"`
-		Validate   *bool             `json:"validate"`
-		Writes     []applyWriteInput `json:"writes"`
-		SwapCommit string            `json:"swapCommit"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.RecordLimit, &in); err != nil {
-		return err
-	}
-	if in.Writes == nil {
-		return xrpc.MissingInput("writes")
-	}
+type applyWritesInput struct {
+	Repo       string            `json:"repo"`
+	Validate   *bool             `json:"validate"`
+	Writes     []applyWriteInput `json:"writes"`
+	SwapCommit *string           `json:"swapCommit"`
+}
+
+func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller, in *applyWritesInput) error {
 	ctx := r.Context()
 	acc, err := s.writer(ctx, c, in.Repo)
 	if err != nil {
@@ -467,22 +424,17 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller) 
 			}
 		case "com.atproto.repo.applyWrites#update":
 			action = repo.ActionUpdate
-		case "com.atproto.repo.applyWrites#delete":
+		default: // the lexicon's union is closed
 			action = repo.ActionDelete
-		default:
-			return xrpc.InvalidRequest("", `Expected one of "com.atproto.repo.applyWrites#create", "com.atproto.repo.applyWrites#update" or "com.atproto.repo.applyWrites#delete" (got %q) at $.writes[%d].$type`, wr.Type, i)
 		}
 		if err := c.mayWrite(wr.Collection, strings.TrimPrefix(wr.Type, "com.atproto.repo.applyWrites#")); err != nil {
 			return err
-		}
-		if action != repo.ActionDelete && (len(wr.Value) == 0 || string(wr.Value) == "null") {
-			return xrpc.MissingInput("value")
 		}
 		if writes[i], err = s.prepareRecord(i, action, wr.Collection, rkey, wr.Value, in.Validate); err != nil {
 			return err
 		}
 	}
-	swap, err := parseSwap("swapCommit", in.SwapCommit)
+	swap, err := parseSwap(in.SwapCommit)
 	if err != nil {
 		return err
 	}
@@ -534,37 +486,17 @@ func (s *Server) repoAccount(ctx context.Context, repoID string) (*account.Accou
 }
 
 func (s *Server) getRecord(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	const nsid = "com.atproto.repo.getRecord"
 	q := r.URL.Query()
-	repoID, err := atIdentifierParam(r, nsid, "repo")
+	// The lexicon's nsid and record-key formats are indigo's syntax.
+	collection, rkey := syntax.NSID(q.Get("collection")), syntax.RecordKey(q.Get("rkey"))
+	want, err := paramCID(r, "cid")
 	if err != nil {
 		return err
-	}
-	for _, k := range []string{"collection", "rkey"} {
-		if q.Get(k) == "" {
-			return xrpc.MissingParam(nsid, k)
-		}
 	}
 	ctx := r.Context()
-	acc, err := s.repoAccount(ctx, repoID)
+	acc, err := s.repoAccount(ctx, q.Get("repo"))
 	if err != nil {
 		return err
-	}
-	collection, err := syntax.ParseNSID(q.Get("collection"))
-	if err != nil {
-		return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsid, q.Get("collection"))
-	}
-	rkey, err := syntax.ParseRecordKey(q.Get("rkey"))
-	if err != nil {
-		return xrpc.InvalidRequest("", "Invalid %s params: Invalid record key (got %q)", nsid, q.Get("rkey"))
-	}
-	var want *cid.Cid
-	if v := q.Get("cid"); v != "" {
-		c, err := cid.Decode(v)
-		if err != nil {
-			return xrpc.InvalidRequest("", "Invalid %s params: Invalid CID string (got %q)", nsid, v)
-		}
-		want = &c
 	}
 	if acc.TakedownRef != "" || acc.DeactivatedAt != "" {
 		return xrpc.InvalidRequest("RecordNotFound", "Could not locate record: at://%s/%s/%s", acc.DID, collection, rkey)
@@ -595,26 +527,10 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request, _ *caller) er
 }
 
 func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	const nsid = "com.atproto.repo.listRecords"
 	q := r.URL.Query()
-	repoID, err := atIdentifierParam(r, nsid, "repo")
-	if err != nil {
-		return err
-	}
-	if q.Get("collection") == "" {
-		return xrpc.MissingParam(nsid, "collection")
-	}
-	collection, err := syntax.ParseNSID(q.Get("collection"))
-	if err != nil {
-		return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsid, q.Get("collection"))
-	}
-	limit, err := xrpc.IntParam(r, nsid, "limit", 50, 1, 100)
-	if err != nil {
-		return err
-	}
-	reverse := q.Get("reverse") == "true"
+	collection, limit, reverse := syntax.NSID(q.Get("collection")), paramInt(r, "limit", 50), q.Get("reverse") == "true"
 	ctx := r.Context()
-	acc, err := s.repoAccount(ctx, repoID)
+	acc, err := s.repoAccount(ctx, q.Get("repo"))
 	if err != nil {
 		return err
 	}
@@ -649,11 +565,7 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) 
 }
 
 func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	const nsid = "com.atproto.repo.describeRepo"
-	id, err := atIdentifierParam(r, nsid, "repo")
-	if err != nil {
-		return err
-	}
+	id := param(r, "repo")
 	ctx := r.Context()
 	acc, err := s.assertRepoAvailable(ctx, id, false)
 	if err != nil {

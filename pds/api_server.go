@@ -2,7 +2,6 @@ package pds
 
 import (
 	"net/http"
-	"strconv"
 	"strings"
 	"time"
 
@@ -98,24 +97,7 @@ var protectedLXM = lowerSet(
 const nsidGetServiceAuth = "com.atproto.server.getServiceAuth"
 
 func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request, c *caller) error {
-	// Parameters are checked before auth, as the reference's pipeline does.
-	q := r.URL.Query()
-	aud, lxm := q.Get("aud"), q.Get("lxm")
-	if aud == "" {
-		return xrpc.MissingParam(nsidGetServiceAuth, "aud")
-	}
-	if lxm != "" {
-		if _, err := syntax.ParseNSID(lxm); err != nil {
-			return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsidGetServiceAuth, lxm)
-		}
-	}
-	var expSec int64
-	if v := q.Get("exp"); v != "" {
-		var err error
-		if expSec, err = strconv.ParseInt(v, 10, 64); err != nil {
-			return xrpc.InvalidRequest("", "Invalid %s params: Expected integer value type (got %q)", nsidGetServiceAuth, v)
-		}
-	}
+	aud, lxm, expSec := param(r, "aud"), param(r, "lxm"), int64(paramInt(r, "exp", 0))
 	if !validServiceAudience(aud) {
 		return xrpc.InvalidRequest("", "aud must be a valid atproto DID or did#serviceId reference")
 	}

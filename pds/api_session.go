@@ -18,7 +18,7 @@ import (
 const loginPadding = 350 * time.Millisecond
 
 func (s *Server) registerSession(x *xrpc.Mux) {
-	s.handle(x, xrpc.Procedure, "com.atproto.server.createSession", noAuth, s.createSession)
+	handleInput(s, x, "com.atproto.server.createSession", xrpc.JSONLimit, noAuth, s.createSession)
 	s.handle(x, xrpc.Query, "com.atproto.server.getSession", access(append(scopesStandard, auth.ScopeSignupQueued), check{}), s.getSession)
 	s.handle(x, xrpc.Procedure, "com.atproto.server.refreshSession", refresh, s.refreshSession)
 	s.handle(x, xrpc.Procedure, "com.atproto.server.deleteSession", authn{kind: authRefresh, check: check{allowExpired: true}}, s.deleteSession)
@@ -88,17 +88,7 @@ type createSessionInput struct {
 	AllowTakendown  bool   `json:"allowTakendown"`
 }
 
-func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	var in createSessionInput
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Identifier == "" {
-		return xrpc.MissingInput("identifier")
-	}
-	if in.Password == "" {
-		return xrpc.MissingInput("password")
-	}
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request, _ *caller, in *createSessionInput) error {
 	if len(in.Password) > auth.OldPasswordMaxLength {
 		return xrpc.AuthRequired("", "Password too long. Consider resetting your password.")
 	}
@@ -219,9 +209,6 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c *caller) e
 }
 
 func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := xrpc.NoBody(r); err != nil {
-		return err
-	}
 	ctx := r.Context()
 	acc, err := s.accounts.ByDID(ctx, c.DID)
 	if errors.Is(err, account.ErrNotFound) {
@@ -256,9 +243,6 @@ func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request, c *calle
 }
 
 func (s *Server) deleteSession(w http.ResponseWriter, r *http.Request, c *caller) error {
-	if err := xrpc.NoBody(r); err != nil {
-		return err
-	}
 	if _, err := s.accounts.Revoke(r.Context(), c.TokenID); err != nil {
 		return err
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strconv"
@@ -83,30 +84,6 @@ func (s *Server) assertRepoAvailable(ctx context.Context, id string, exempt bool
 	return acc, nil
 }
 
-// atIdentifierParam reads a required AT identifier parameter.
-func atIdentifierParam(r *http.Request, nsid, name string) (string, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return "", xrpc.MissingParam(nsid, name)
-	}
-	if _, err := syntax.ParseAtIdentifier(v); err != nil {
-		return "", xrpc.InvalidRequest("", "Invalid %s params: Invalid AT identifier (got %q)", nsid, v)
-	}
-	return v, nil
-}
-
-// didParam reads and checks the did parameter of a sync method.
-func didParam(r *http.Request, nsid string) (string, error) {
-	did := r.URL.Query().Get("did")
-	if did == "" {
-		return "", xrpc.MissingParam(nsid, "did")
-	}
-	if _, err := syntax.ParseDID(did); err != nil {
-		return "", xrpc.InvalidRequest("", "Invalid %s params: Invalid DID (got %q)", nsid, did)
-	}
-	return did, nil
-}
-
 func writeCAR(w http.ResponseWriter, car []byte) {
 	w.Header().Set("Content-Type", "application/vnd.ipld.car")
 	w.WriteHeader(http.StatusOK)
@@ -131,11 +108,7 @@ func (s *Server) answerCAR(w http.ResponseWriter, r *http.Request, did string, n
 }
 
 func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request, c *caller) error {
-	const nsid = "com.atproto.sync.getRepo"
-	did, err := didParam(r, nsid)
-	if err != nil {
-		return err
-	}
+	did := param(r, "did")
 	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
@@ -146,11 +119,7 @@ func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request, c *caller) 
 }
 
 func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request, c *caller) error {
-	const nsid = "com.atproto.sync.getLatestCommit"
-	did, err := didParam(r, nsid)
-	if err != nil {
-		return err
-	}
+	did := param(r, "did")
 	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
@@ -173,25 +142,9 @@ func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request, c *
 }
 
 func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request, c *caller) error {
-	const nsid = "com.atproto.sync.getRecord"
-	did, err := didParam(r, nsid)
-	if err != nil {
-		return err
-	}
-	q := r.URL.Query()
-	for _, k := range []string{"collection", "rkey"} {
-		if q.Get(k) == "" {
-			return xrpc.MissingParam(nsid, k)
-		}
-	}
-	collection, err := syntax.ParseNSID(q.Get("collection"))
-	if err != nil {
-		return xrpc.InvalidRequest("", "Invalid %s params: Invalid NSID (got %q)", nsid, q.Get("collection"))
-	}
-	rkey, err := syntax.ParseRecordKey(q.Get("rkey"))
-	if err != nil {
-		return xrpc.InvalidRequest("", "Invalid %s params: Invalid record key (got %q)", nsid, q.Get("rkey"))
-	}
+	did := param(r, "did")
+	// The lexicon's nsid and record-key formats are indigo's syntax.
+	collection, rkey := syntax.NSID(param(r, "collection")), syntax.RecordKey(param(r, "rkey"))
 	acc, err := s.availableRepo(r.Context(), c, did)
 	if err != nil {
 		return err
@@ -203,19 +156,13 @@ func (s *Server) syncGetRecord(w http.ResponseWriter, r *http.Request, c *caller
 }
 
 func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request, c *caller) error {
-	const nsid = "com.atproto.sync.getBlocks"
-	did, err := didParam(r, nsid)
-	if err != nil {
-		return err
-	}
-	raw := r.URL.Query()["cids"]
-	if len(raw) == 0 {
-		return xrpc.MissingParam(nsid, "cids")
-	}
+	did := param(r, "did")
+	raw := paramList(r, "cids")
 	cids := make([]cid.Cid, len(raw))
 	for i, v := range raw {
+		var err error
 		if cids[i], err = cid.Decode(v); err != nil {
-			return xrpc.InvalidRequest("", "Invalid %s params: Invalid CID string (got %q)", nsid, v)
+			return fmt.Errorf("cids: a CID the lexicon passed: %w", err)
 		}
 	}
 	acc, err := s.availableRepo(r.Context(), c, did)
@@ -238,11 +185,7 @@ func (s *Server) syncGetBlocks(w http.ResponseWriter, r *http.Request, c *caller
 }
 
 func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	const nsid = "com.atproto.sync.getRepoStatus"
-	did, err := didParam(r, nsid)
-	if err != nil {
-		return err
-	}
+	did := param(r, "did")
 	acc, err := s.accounts.ByDID(r.Context(), did)
 	if errors.Is(err, account.ErrNotFound) {
 		return xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did)
@@ -267,12 +210,8 @@ func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request, _ *ca
 }
 
 func (s *Server) syncListRepos(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	const nsid = "com.atproto.sync.listRepos"
 	q := r.URL.Query()
-	limit, err := xrpc.IntParam(r, nsid, "limit", 500, 1, 1000)
-	if err != nil {
-		return err
-	}
+	limit := paramInt(r, "limit", 500)
 	var afterTime, afterDID string
 	if c := q.Get("cursor"); c != "" {
 		ms, did, ok := strings.Cut(c, "::")

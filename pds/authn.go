@@ -240,3 +240,10 @@ func (s *Server) admin(r *http.Request) error {
 	}
 	return nil
 }
+
+// handleInput registers a procedure with JSON input (at most limit bytes)
+// and the auth it declares: the mux checks and decodes the input, the
+// handler gets it typed.
+func handleInput[In any](s *Server, x *xrpc.Mux, nsid string, limit int64, a authn, h xrpc.InputHandler[*caller, In]) {
+	xrpc.HandleInput(x, nsid, limit, boundAuth{s, a}, h)
+}

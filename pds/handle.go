@@ -9,15 +9,6 @@ import (
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
-// handleFormat is the lexicon's format check of a handle input, which the
-// reference runs on the body before any handle rule.
-func handleFormat(raw string) error {
-	if _, err := syntax.ParseHandle(raw); err != nil {
-		return xrpc.InvalidRequest("", "Invalid handle (got %q) at $.handle", raw)
-	}
-	return nil
-}
-
 // normalizeHandle lower-cases and validates a handle as the reference does
 // for account creation (forNew) and handle updates: the syntax (indigo's
 // syntax.ParseHandle decides; the message says why, in the reference's
@@ -28,9 +19,9 @@ func (s *Server) normalizeHandle(raw string, forNew bool) (syntax.Handle, error)
 	lower := strings.ToLower(raw)
 	h, err := syntax.ParseHandle(lower)
 	if err != nil {
-		// Callers check the format first (handleFormat), as the reference's
-		// lexicon does; this only keeps the function safe on its own.
-		return "", handleFormat(raw)
+		// The lexicon checked raw's format before any handler ran; this
+		// only keeps the function safe on its own.
+		return "", xrpc.InvalidRequest("InvalidHandle", "Invalid handle: %v", err)
 	}
 	if !h.AllowedTLD() {
 		return "", xrpc.InvalidRequest("InvalidHandle", "Handle TLD is invalid or disallowed")

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/identity"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/did-method-plc/go-didplc"
@@ -167,15 +168,7 @@ func (s *Server) registerIdentity(x *xrpc.Mux) {
 }
 
 func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ *caller) error {
-	const nsid = "com.atproto.identity.resolveHandle"
-	raw := r.URL.Query().Get("handle")
-	if raw == "" {
-		return xrpc.MissingParam(nsid, "handle")
-	}
-	if _, err := syntax.ParseHandle(raw); err != nil {
-		return xrpc.InvalidRequest("", "Invalid %s params: Invalid handle (got %q)", nsid, raw)
-	}
-	handle := strings.ToLower(raw)
+	handle := strings.ToLower(param(r, "handle"))
 	did, ok, err := s.resolveLocalHandle(r.Context(), handle)
 	if err != nil {
 		return err
@@ -193,28 +186,16 @@ func (s *Server) resolveHandle(w http.ResponseWriter, r *http.Request, _ *caller
 }
 
 func (s *Server) registerIdentityWrites(x *xrpc.Mux) {
-	s.handle(x, xrpc.Procedure, "com.atproto.identity.updateHandle", accessStandard, s.updateHandle)
+	handleInput(s, x, "com.atproto.identity.updateHandle", xrpc.JSONLimit, accessStandard, s.updateHandle)
 	s.handle(x, xrpc.Query, "com.atproto.identity.getRecommendedDidCredentials", access(scopesStandard, check{}), s.getRecommendedDidCredentials)
 	s.handle(x, xrpc.Procedure, "com.atproto.identity.requestPlcOperationSignature", access(append(scopesFull, auth.ScopeTakendown), check{}),
 		s.emailTokenRequest(account.PurposePLCOperation, "PLC Update Operation Requested"))
-	s.handle(x, xrpc.Procedure, "com.atproto.identity.signPlcOperation", access(append(scopesFull, auth.ScopeTakendown), check{}), s.signPlcOperation)
-	s.handle(x, xrpc.Procedure, "com.atproto.identity.submitPlcOperation", access(scopesStandard, check{}), s.submitPlcOperation)
+	handleInput(s, x, "com.atproto.identity.signPlcOperation", xrpc.JSONLimit, access(append(scopesFull, auth.ScopeTakendown), check{}), s.signPlcOperation)
+	handleInput(s, x, "com.atproto.identity.submitPlcOperation", xrpc.JSONLimit, access(scopesStandard, check{}), s.submitPlcOperation)
 }
 
-func (s *Server) updateHandle(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Handle *string `json:"handle"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if in.Handle == nil {
-		return xrpc.MissingInput("handle")
-	}
-	if err := handleFormat(*in.Handle); err != nil {
-		return err
-	}
-	if err := s.setHandle(r.Context(), c.DID, *in.Handle); err != nil {
+func (s *Server) updateHandle(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.IdentityUpdateHandle_Input) error {
+	if err := s.setHandle(r.Context(), c.DID, in.Handle); err != nil {
 		return err
 	}
 	return ok(w)
@@ -295,17 +276,15 @@ func (s *Server) getRecommendedDidCredentials(w http.ResponseWriter, r *http.Req
 	return nil
 }
 
-func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Token               *string                     `json:"token"`
-		RotationKeys        []string                    `json:"rotationKeys"`
-		AlsoKnownAs         []string                    `json:"alsoKnownAs"`
-		VerificationMethods map[string]string           `json:"verificationMethods"`
-		Services            map[string]didplc.OpService `json:"services"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
+type signPlcOperationInput struct {
+	Token               *string                     `json:"token"`
+	RotationKeys        []string                    `json:"rotationKeys"`
+	AlsoKnownAs         []string                    `json:"alsoKnownAs"`
+	VerificationMethods map[string]string           `json:"verificationMethods"`
+	Services            map[string]didplc.OpService `json:"services"`
+}
+
+func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request, c *caller, in *signPlcOperationInput) error {
 	if in.Token == nil || *in.Token == "" {
 		return xrpc.InvalidRequest("", "email confirmation token required to sign PLC operations")
 	}
@@ -349,16 +328,11 @@ func (s *Server) signPlcOperation(w http.ResponseWriter, r *http.Request, c *cal
 	return nil
 }
 
-func (s *Server) submitPlcOperation(w http.ResponseWriter, r *http.Request, c *caller) error {
-	var in struct {
-		Operation json.RawMessage `json:"operation"`
-	}
-	if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
-		return err
-	}
-	if len(in.Operation) == 0 {
-		return xrpc.MissingInput("operation")
-	}
+type submitPlcOperationInput struct {
+	Operation json.RawMessage `json:"operation"`
+}
+
+func (s *Server) submitPlcOperation(w http.ResponseWriter, r *http.Request, c *caller, in *submitPlcOperationInput) error {
 	parsed, err := plc.ParseOperation(in.Operation)
 	op, isRegular := parsed.(*didplc.RegularOp)
 	if err != nil || !isRegular {

@@ -27,6 +27,7 @@ type catalog struct {
 
 	records sync.Map // NSID with a lexicon -> *node, nil when not a record type
 	params  sync.Map // method NSID -> *node of its parameters, nil when it has none
+	inputs  sync.Map // method NSID -> *methodInput
 
 	mu     sync.Mutex // guards what follows: compiling
 	base   *lexicon.BaseCatalog
@@ -127,6 +128,11 @@ func (c *catalog) load(nsid string) error {
 			Parameters struct {
 				Properties keyOrder `json:"properties"`
 			} `json:"parameters"`
+			Input struct {
+				Schema struct {
+					Properties keyOrder `json:"properties"`
+				} `json:"schema"`
+			} `json:"input"`
 		} `json:"defs"`
 	}
 	if err := json.Unmarshal(b, &order); err != nil {
@@ -140,6 +146,9 @@ func (c *catalog) load(nsid string) error {
 		c.order[nsid+"#"+name] = keys
 		if d.Parameters.Properties != nil {
 			c.order[nsid+"#"+name+"/parameters"] = d.Parameters.Properties
+		}
+		if d.Input.Schema.Properties != nil {
+			c.order[nsid+"#"+name+"/input"] = d.Input.Schema.Properties
 		}
 	}
 	c.loaded[nsid] = true
@@ -223,10 +232,11 @@ func (c *catalog) object(n *node, nsid string, o *lexicon.SchemaObject, order []
 			return fmt.Errorf("%s: %w", name, err)
 		}
 		n.props = append(n.props, prop{
-			name:     name,
-			node:     p,
-			optional: !slices.Contains(o.Required, name),
-			nullable: slices.Contains(o.Nullable, name),
+			name:       name,
+			node:       p,
+			optional:   !slices.Contains(o.Required, name),
+			nullable:   slices.Contains(o.Nullable, name),
+			hasDefault: hasDefault(o.Properties[name].Inner),
 		})
 	}
 	return nil
@@ -366,4 +376,17 @@ func keySchema(key string) (*node, error) {
 		return &node{kind: kLiteral, values: []any{key[len("literal:"):]}}, nil
 	}
 	return nil, fmt.Errorf("unsupported record key type %q", key)
+}
+
+// hasDefault reports whether a property's schema gives a default value.
+func hasDefault(def any) bool {
+	switch d := def.(type) {
+	case lexicon.SchemaString:
+		return d.Default != nil
+	case lexicon.SchemaInteger:
+		return d.Default != nil
+	case lexicon.SchemaBoolean:
+		return d.Default != nil
+	}
+	return false
 }

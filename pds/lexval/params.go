@@ -61,7 +61,7 @@ func CheckParams(nsid, rawQuery string) error {
 			params.set(key, append(arr, coerced))
 		}
 	}
-	var v validator
+	v := validator{parse: true}
 	if is := v.object(n, params); is != nil {
 		return fail(is.msg)
 	}

@@ -76,11 +76,20 @@ type prop struct {
 	node     *node
 	optional bool
 	nullable bool
+	// hasDefault: the lexicon gives a default, which lex-schema's parse
+	// mode (inputs and params, not records) takes for a missing value.
+	hasDefault bool
 }
 
 // validator walks a value beside its schema, keeping the path for messages.
 type validator struct {
 	path []seg
+	// input: a procedure's input rather than a record, checked as
+	// lex-schema parses (not validates) it: a missing value with a default
+	// takes it, and "unknown" values (records) are held to the data model
+	// as lexMap does (a record's were held to it before its validation
+	// began). Params are parsed too (defaults, no unknowns).
+	input, parse bool
 }
 
 func (v *validator) fail(msg string) *issue {
@@ -133,8 +142,15 @@ func (v *validator) validate(n *node, val any) *issue {
 	case kBlob:
 		return v.blob(n, val)
 	case kUnknown:
-		if _, ok := val.(*object); !ok {
+		o, ok := val.(*object)
+		if !ok {
 			return v.fail(msgInvalidType(val, "object"))
+		}
+		if v.input {
+			body := bodyCheck{path: v.path}
+			is := body.values(o)
+			v.path = body.path[:len(v.path)]
+			return is
 		}
 	case kArray:
 		arr, ok := val.([]any)
@@ -248,7 +264,7 @@ func (v *validator) object(n *node, o *object) *issue {
 		p := &n.props[i]
 		val, ok := o.get(p.name)
 		if !ok {
-			if p.optional {
+			if p.optional || v.parse && p.hasDefault {
 				continue
 			}
 			return v.fail(`Missing required key "` + p.name + `"`)
@@ -258,6 +274,11 @@ func (v *validator) object(n *node, o *object) *issue {
 		}
 		if is := v.child(p.name, p.node, val); is != nil {
 			return is
+		}
+	}
+	if v.input {
+		if msg := foldedKey(n, o); msg != "" {
+			return v.fail(msg)
 		}
 	}
 	return nil

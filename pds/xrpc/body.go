@@ -11,11 +11,12 @@ import (
 	"mime"
 	"net/http"
 	"os"
-	"reflect"
-	"strconv"
 	"strings"
 
 	"github.com/andybalholm/brotli"
+
+	"github.com/fakepds/fakepds/pds/jsvalue"
+	"github.com/fakepds/fakepds/pds/lexval"
 )
 
 // Body limits, as the reference PDS sets them: JSON input 150 kB, record
@@ -46,107 +47,105 @@ func Encoding(r *http.Request) (string, error) {
 	return mt, nil
 }
 
-// DecodeJSON reads a procedure's JSON input into v, with the checks and
-// errors of the reference: a body must be present and declared JSON, at
-// most limit bytes (413 PayloadTooLargeError, the name the reference's body
-// parser leaks), and parse (400 SyntaxError, likewise).
+// DecodeJSON reads a JSON request body into v, with the checks and errors
+// the reference's procedures answer: see readJSON. XRPC methods get their
+// input from the mux ([HandleInput]); this is for the other routes.
 func DecodeJSON(r *http.Request, limit int64, v any) error {
-	if !hasBody(r) {
-		return InvalidRequest("", "A request body is expected but none was provided")
-	}
-	enc, err := Encoding(r)
+	b, err := readJSON(r, limit)
 	if err != nil {
 		return err
 	}
+	if err := json.Unmarshal(b, v); err != nil {
+		return jsonError(b, err)
+	}
+	return nil
+}
+
+// readJSON reads a procedure's JSON input with the checks and errors of the
+// reference: a body must be present and declared JSON, at most limit bytes
+// (413 PayloadTooLargeError, the name the reference's body parser leaks),
+// and an object or an array (400 SyntaxError, likewise). An empty body
+// reads as {}, as the reference's parser has it.
+func readJSON(r *http.Request, limit int64) ([]byte, error) {
+	if !hasBody(r) {
+		return nil, InvalidRequest("", "A request body is expected but none was provided")
+	}
+	enc, err := Encoding(r)
+	if err != nil {
+		return nil, err
+	}
 	if enc != "application/json" {
-		return InvalidRequest("", "Wrong request encoding (Content-Type): %s", enc)
+		return nil, InvalidRequest("", "Wrong request encoding (Content-Type): %s", enc)
 	}
 	if r.ContentLength > limit {
-		return jsonTooLarge
+		return nil, jsonTooLarge
 	}
 	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
 	if err != nil {
-		return ReadError(err)
+		return nil, ReadError(err)
 	}
 	if int64(len(b)) > limit {
-		return jsonTooLarge
+		return nil, jsonTooLarge
 	}
 	b = bytes.TrimSpace(b)
 	if len(b) == 0 {
-		// An empty body parses as {} in the reference, and then fails the
-		// handler's own checks for required fields.
-		b = []byte("{}")
+		return []byte("{}"), nil
 	}
 	if b[0] != '{' && b[0] != '[' {
 		// Strict JSON parsing: the reference accepts only objects and arrays.
-		return &Error{Status: 400, Name: "SyntaxError", Message: "Unexpected token in JSON body: objects and arrays only"}
+		return nil, &Error{Status: 400, Name: "SyntaxError", Message: "Unexpected token in JSON body: objects and arrays only"}
+	}
+	return b, nil
+}
+
+// jsonError is the reference's answer to a body encoding/json refused.
+func jsonError(b []byte, err error) error {
+	var se *json.SyntaxError
+	var te *json.UnmarshalTypeError
+	switch {
+	case errors.As(err, &se):
+		return &Error{Status: 400, Name: "SyntaxError", Message: fmt.Sprintf("Invalid JSON at offset %d: %v", se.Offset, se)}
+	case errors.As(err, &te):
+		return InvalidRequest("", "Invalid input: %s", jsvalue.PreviewJSON(b))
+	}
+	return InvalidRequest("", "Invalid input: %v", err)
+}
+
+// decodeInput reads and checks a procedure's JSON input against the
+// method's lexicon, then decodes it into v.
+func decodeInput(r *http.Request, nsid string, limit int64, v any) error {
+	b, err := readJSON(r, limit)
+	if err != nil {
+		return err
+	}
+	if err := lexval.CheckInput(nsid, b); err != nil {
+		var le *lexval.Error
+		switch {
+		case errors.Is(err, lexval.ErrSyntax):
+			var raw any
+			if jerr := json.Unmarshal(b, &raw); jerr != nil {
+				return jsonError(b, jerr)
+			}
+			return &Error{Status: 400, Name: "SyntaxError", Message: "Invalid JSON body"}
+		case errors.As(err, &le):
+			return InvalidRequest("", "%s", le.Message)
+		}
+		return err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
-		var se *json.SyntaxError
-		var te *json.UnmarshalTypeError
-		switch {
-		case errors.As(err, &se):
-			return &Error{Status: 400, Name: "SyntaxError", Message: fmt.Sprintf("Invalid JSON at offset %d: %v", se.Offset, se)}
-		case errors.As(err, &te):
-			return InvalidRequest("", "Expected %s value type (got %s) at $.%s", kindName(te.Type), valueAt(b, te.Field), te.Field)
-		}
-		return InvalidRequest("", "Invalid input: %v", err)
+		// The lexicon let it through, but not Go's types (1.0 for an
+		// integer, say): not a value any handler expects.
+		return jsonError(b, err)
 	}
 	return nil
 }
 
 var jsonTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Name: "PayloadTooLargeError", Message: "request entity too large"}
 
-// valueAt is the JSON of the value at a dotted field path of body, as the
-// reference quotes it in a type error.
-func valueAt(body []byte, field string) string {
-	var v any
-	if json.Unmarshal(body, &v) != nil {
-		return "?"
-	}
-	for _, k := range strings.Split(field, ".") {
-		m, ok := v.(map[string]any)
-		if !ok {
-			return "?"
-		}
-		v = m[k]
-	}
-	b, _ := json.Marshal(v)
-	return string(b)
-}
-
-// kindName names the JSON type a Go field wants, in the reference's words
-// ("Expected string value type (got 1) at $.handle").
-func kindName(t reflect.Type) string {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return "string"
-	case reflect.Bool:
-		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return "integer"
-	case reflect.Float32, reflect.Float64:
-		return "number"
-	case reflect.Slice, reflect.Array:
-		return "array"
-	}
-	return "object"
-}
-
 // MissingInput is the reference's schema error for a required input
 // property that is absent.
 func MissingInput(key string) *Error {
 	return InvalidRequest("", `Missing required key %q at $`, key)
-}
-
-// MissingParam is the reference's error for a required query parameter
-// that is absent from a call to nsid.
-func MissingParam(nsid, key string) *Error {
-	return InvalidRequest("", `Invalid %s params: Missing required key %q`, nsid, key)
 }
 
 // NoBody checks that a procedure without input got no body, as the
@@ -156,25 +155,6 @@ func NoBody(r *http.Request) error {
 		return InvalidRequest("", "A request body was provided when none was expected")
 	}
 	return nil
-}
-
-// IntParam reads an integer query parameter of nsid within [min, max]
-// (def when absent), with the reference's messages for the rest.
-func IntParam(r *http.Request, nsid, name string, def, min, max int) (int, error) {
-	v := r.URL.Query().Get(name)
-	if v == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(v)
-	switch {
-	case err != nil:
-		return 0, InvalidRequest("", "Invalid %s params: Expected integer value type (got %q)", nsid, v)
-	case n < min:
-		return 0, InvalidRequest("", "Invalid %s params: integer too small (minimum %d, got %d)", nsid, min, n)
-	case n > max:
-		return 0, InvalidRequest("", "Invalid %s params: integer too big (maximum %d, got %d)", nsid, max, n)
-	}
-	return n, nil
 }
 
 // ReadError answers a request whose body could not be read: 408 when the

@@ -90,10 +90,69 @@ func NewMux(log *slog.Logger) *Mux {
 }
 
 // Handle registers h as the method nsid of the given kind, called once a
-// passes. Every method declares its auth ([NoAuth] for anyone): a nil a,
-// a name registered twice or an invalid NSID is a programming error and
-// panics.
+// passes. Every method declares its auth ([NoAuth] for anyone). A procedure
+// whose lexicon declares no input must come without a body; one whose
+// input is JSON is registered with [HandleInput] instead; other inputs
+// (blobs, CARs) are the handler's to read.
+//
+// A nil a, a name registered twice, an invalid NSID or a JSON procedure
+// registered here is a programming error and panics.
 func Handle[C any](m *Mux, kind Kind, nsid string, a Auth[C], h Handler[C]) {
+	enc := m.register(kind, nsid, a)
+	if enc == "application/json" {
+		panic("xrpc: " + nsid + " takes JSON input: register it with HandleInput")
+	}
+	noInput := kind == Procedure && enc == ""
+	m.methods[nsid] = method{
+		Method: Method{NSID: nsid, Kind: kind, Auth: a},
+		serve: func(w http.ResponseWriter, r *http.Request) error {
+			c, err := a.Authenticate(r)
+			if err != nil {
+				return err
+			}
+			if noInput {
+				if err := NoBody(r); err != nil {
+					return err
+				}
+			}
+			return h(w, r, c)
+		},
+	}
+}
+
+// InputHandler serves a procedure whose JSON input the mux has read,
+// checked against the method's lexicon and decoded into in.
+type InputHandler[C, In any] func(w http.ResponseWriter, r *http.Request, caller C, in *In) error
+
+// HandleInput registers a procedure whose lexicon declares JSON input, of at
+// most limit bytes. The mux checks the params, then a, then reads the body
+// and checks it against the lexicon's input schema with the reference's
+// messages, then decodes it into an In for h: a handler never sees input
+// its lexicon refuses. It panics as Handle does, and when the lexicon
+// declares no JSON input.
+func HandleInput[C, In any](m *Mux, nsid string, limit int64, a Auth[C], h InputHandler[C, In]) {
+	if enc := m.register(Procedure, nsid, a); enc != "application/json" {
+		panic("xrpc: " + nsid + " takes no JSON input (" + enc + "): register it with Handle")
+	}
+	m.methods[nsid] = method{
+		Method: Method{NSID: nsid, Kind: Procedure, Auth: a},
+		serve: func(w http.ResponseWriter, r *http.Request) error {
+			c, err := a.Authenticate(r)
+			if err != nil {
+				return err
+			}
+			in := new(In)
+			if err := decodeInput(r, nsid, limit, in); err != nil {
+				return err
+			}
+			return h(w, r, c, in)
+		},
+	}
+}
+
+// register checks a registration and returns the method's input encoding
+// from its lexicon ("" for none).
+func (m *Mux) register(kind Kind, nsid string, a any) string {
 	if _, err := syntax.ParseNSID(nsid); err != nil {
 		panic("xrpc: register " + nsid + ": " + err.Error())
 	}
@@ -103,16 +162,11 @@ func Handle[C any](m *Mux, kind Kind, nsid string, a Auth[C], h Handler[C]) {
 	if a == nil {
 		panic("xrpc: method registered without auth: " + nsid)
 	}
-	m.methods[nsid] = method{
-		Method: Method{NSID: nsid, Kind: kind, Auth: a},
-		serve: func(w http.ResponseWriter, r *http.Request) error {
-			c, err := a.Authenticate(r)
-			if err != nil {
-				return err
-			}
-			return h(w, r, c)
-		},
+	enc, err := lexval.InputEncoding(nsid)
+	if err != nil {
+		panic("xrpc: register " + nsid + ": " + err.Error())
 	}
+	return enc
 }
 
 // Methods lists the registered methods, by NSID.

@@ -1,0 +1,118 @@
+package lexval
+
+import (
+	"fmt"
+	"strings"
+
+	"github.com/bluesky-social/indigo/atproto/lexicon"
+)
+
+// InputEncoding is the encoding a procedure's lexicon declares for its
+// input: "application/json", another media type ("*/*" for any), or ""
+// when it takes none or the catalog does not know the method.
+func InputEncoding(nsid string) (string, error) {
+	in, err := defaultCatalog().input(nsid)
+	if err != nil || in == nil {
+		return "", err
+	}
+	return in.encoding, nil
+}
+
+// CheckInput checks a procedure's JSON input against its lexicon's input
+// schema, as the reference does once it has authenticated the call
+// (lex-schema's parse of the body after jsonToLex): properties in the
+// lexicon's order, each union member by its $type, the values of
+// "unknown" properties (records) held to the data model. The first issue
+// is an *Error with the reference's message ("Expected string value type
+// (got 5) at $.writes[0].collection"); a body that is not JSON is
+// ErrSyntax. A method without a JSON input schema passes any JSON.
+//
+// One difference is on purpose: a key that differs only in case from a
+// property of its object ("Repo" beside "repo") is refused, because the
+// handlers' decoding (encoding/json) would read it as that property.
+func CheckInput(nsid string, body []byte) error {
+	in, err := defaultCatalog().input(nsid)
+	if err != nil {
+		return err
+	}
+	v, err := parseJSON(body)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			return e
+		}
+		return ErrSyntax
+	}
+	if in == nil || in.schema == nil {
+		return nil
+	}
+	val := validator{path: make([]seg, 0, 16), input: true, parse: true}
+	if is := val.validate(in.schema, v); is != nil {
+		return &Error{Message: is.String(), Body: true}
+	}
+	return nil
+}
+
+// ErrSyntax is a request body that is not JSON.
+var ErrSyntax = &Error{Message: "Invalid JSON body"}
+
+type methodInput struct {
+	encoding string
+	schema   *node // nil: no schema (any JSON)
+}
+
+// input compiles a procedure's input, nil when it has none or the catalog
+// does not know it.
+func (c *catalog) input(nsid string) (*methodInput, error) {
+	if in, ok := c.inputs.Load(nsid); ok {
+		return in.(*methodInput), nil
+	}
+	if _, ok := c.paths[nsid]; !ok {
+		return nil, nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if in, ok := c.inputs.Load(nsid); ok {
+		return in.(*methodInput), nil
+	}
+	if err := c.load(nsid); err != nil {
+		return nil, err
+	}
+	s, err := c.base.Resolve(nsid)
+	if err != nil {
+		return nil, err
+	}
+	var in *methodInput
+	if d, ok := s.Def.(lexicon.SchemaProcedure); ok && d.Input != nil {
+		in = &methodInput{encoding: d.Input.Encoding}
+		if sd := d.Input.Schema; sd != nil {
+			if o, ok := sd.Inner.(lexicon.SchemaObject); ok {
+				n := &node{kind: kObject}
+				err = c.object(n, nsid, &o, c.order[nsid+"#main/input"])
+				in.schema = n
+			} else {
+				in.schema, err = c.contained(nsid, sd.Inner)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("lexval: compiling %s input: %w", nsid, err)
+			}
+		}
+	}
+	c.inputs.Store(nsid, in)
+	return in, nil
+}
+
+// foldedKey is the issue for a key that differs only in case from a
+// property of o's schema n, or nil.
+func foldedKey(n *node, o *object) string {
+	for _, f := range o.fields {
+		if n.param(f.key) != nil {
+			continue
+		}
+		for i := range n.props {
+			if strings.EqualFold(f.key, n.props[i].name) {
+				return `Key "` + f.key + `" differs only in case from "` + n.props[i].name + `"`
+			}
+		}
+	}
+	return ""
+}
