@@ -20,6 +20,7 @@ import (
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/blob"
+	"github.com/fakepds/fakepds/pds/lexval"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/store"
@@ -89,7 +90,7 @@ func (p prepared) uri(did string) syntax.ATURI {
 // index in applyWrites, -1 elsewhere. The lexicon has checked collection
 // and rkey's formats (a generated rkey is a TID); the parse here holds the
 // repo engine to indigo's syntax all the same.
-func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey string, record json.RawMessage, validate *bool) (prepared, error) {
+func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey string, record lexval.Value, validate *bool) (prepared, error) {
 	nsid, err := syntax.ParseNSID(collection)
 	if err != nil {
 		return prepared{}, xrpc.InvalidRequest("", "Invalid collection: %s", collection)
@@ -235,12 +236,11 @@ func metaOf(c *repo.Commit) *commitMeta {
 // hold the record as a decoded lexicon type, and cannot tell putRecord's
 // swapRecord null from absent).
 type recordWriteInput struct {
-	Repo       string          `json:"repo"`
-	Collection string          `json:"collection"`
-	RKey       *string         `json:"rkey"`
-	Validate   *bool           `json:"validate"`
-	Record     json.RawMessage `json:"record"`
-	SwapCommit *string         `json:"swapCommit"`
+	Repo       string  `json:"repo"`
+	Collection string  `json:"collection"`
+	RKey       *string `json:"rkey"`
+	Validate   *bool   `json:"validate"`
+	SwapCommit *string `json:"swapCommit"`
 	// SwapRecord is raw so that null (must not exist) differs from absent.
 	SwapRecord json.RawMessage `json:"swapRecord"`
 }
@@ -265,7 +265,7 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller,
 	if in.RKey != nil {
 		rkey = *in.RKey
 	}
-	p, err := s.prepareRecord(-1, repo.ActionCreate, in.Collection, rkey, in.Record, in.Validate)
+	p, err := s.prepareRecord(-1, repo.ActionCreate, in.Collection, rkey, checkedRecord(r, "record"), in.Validate)
 	if err != nil {
 		return err
 	}
@@ -295,7 +295,7 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller, in
 	if err != nil {
 		return err
 	}
-	p, err := s.prepareRecord(-1, repo.ActionUpdate, in.Collection, *in.RKey, in.Record, in.Validate)
+	p, err := s.prepareRecord(-1, repo.ActionUpdate, in.Collection, *in.RKey, checkedRecord(r, "record"), in.Validate)
 	if err != nil {
 		return err
 	}
@@ -352,7 +352,7 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller,
 	if err := c.mayWrite(in.Collection, "delete"); err != nil {
 		return err
 	}
-	p, err := s.prepareRecord(-1, repo.ActionDelete, in.Collection, in.Rkey, nil, nil)
+	p, err := s.prepareRecord(-1, repo.ActionDelete, in.Collection, in.Rkey, lexval.Value{}, nil)
 	if err != nil {
 		return err
 	}
@@ -380,10 +380,9 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller,
 }
 
 type applyWriteInput struct {
-	Type       string          `json:"$type"`
-	Collection string          `json:"collection"`
-	RKey       *string         `json:"rkey"`
-	Value      json.RawMessage `json:"value"`
+	Type       string  `json:"$type"`
+	Collection string  `json:"collection"`
+	RKey       *string `json:"rkey"`
 }
 
 type applyResult struct {
@@ -430,7 +429,7 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller, 
 		if err := c.mayWrite(wr.Collection, strings.TrimPrefix(wr.Type, "com.atproto.repo.applyWrites#")); err != nil {
 			return err
 		}
-		if writes[i], err = s.prepareRecord(i, action, wr.Collection, rkey, wr.Value, in.Validate); err != nil {
+		if writes[i], err = s.prepareRecord(i, action, wr.Collection, rkey, checkedRecord(r, "writes", i, "value"), in.Validate); err != nil {
 			return err
 		}
 	}

@@ -3,6 +3,7 @@ package pds
 import (
 	"encoding/json"
 	"errors"
+	"net/http"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -24,14 +25,8 @@ type recordValue struct {
 // prepareRecordValue checks and converts a record as the reference does
 // (pds/lexval). write is the index in applyWrites, -1 for the single-record
 // methods (it changes the JSON paths in messages).
-func prepareRecordValue(write int, collection syntax.NSID, rkey syntax.RecordKey, record json.RawMessage, validate *bool) (recordValue, error) {
-	var rec *lexval.Record
-	var err error
-	if write < 0 {
-		rec, err = lexval.Prepare(collection, rkey, record, validate)
-	} else {
-		rec, err = lexval.PrepareWrite(write, collection, rkey, record, validate)
-	}
+func prepareRecordValue(write int, collection syntax.NSID, rkey syntax.RecordKey, record lexval.Value, validate *bool) (recordValue, error) {
+	rec, err := lexval.PrepareValue(write, collection, rkey, record, validate)
 	var le *lexval.Error
 	if errors.As(err, &le) {
 		return recordValue{}, xrpc.InvalidRequest("", "%s", le.Message)
@@ -40,6 +35,14 @@ func prepareRecordValue(write int, collection syntax.NSID, rkey syntax.RecordKey
 		return recordValue{}, err
 	}
 	return recordValue{cbor: rec.CBOR, blobs: rec.Blobs, status: string(rec.Status)}, nil
+}
+
+// checkedRecord is the record at path in the call's input, as the front
+// door parsed it (xrpc.CheckedInput): the record writes' lexicons require
+// it, so it is there.
+func checkedRecord(r *http.Request, path ...any) lexval.Value {
+	v, _ := xrpc.CheckedInput(r).Record(path...)
+	return v
 }
 
 // recordJSON is a stored record (DAG-CBOR) as the reference prints it.

@@ -86,3 +86,30 @@ func BenchmarkRecordJSON(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkCheckInput is the front door's check of a createRecord body
+// holding the post of BenchmarkPrepare (the record is held to the data
+// model here; Prepare validates it against its own lexicon after).
+func BenchmarkCheckInput(b *testing.B) {
+	body := []byte(`{"repo":"did:plc:w4xbfzo7kqfes5zb7r6qv3rw","collection":"app.bsky.feed.post","record":` + string(benchPost) + `}`)
+	if _, err := CheckInput("com.atproto.repo.createRecord", body); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := CheckInput("com.atproto.repo.createRecord", body); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkCheckParams is the front door's check of a getRecord query.
+func BenchmarkCheckParams(b *testing.B) {
+	const q = "repo=did%3Aplc%3Aw4xbfzo7kqfes5zb7r6qv3rw&collection=app.bsky.feed.post&rkey=3l4b6g6qbvs2a"
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := CheckParams("com.atproto.repo.getRecord", q); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -30,26 +30,66 @@ func InputEncoding(nsid string) (string, error) {
 // One difference is on purpose: a key that differs only in case from a
 // property of its object ("Repo" beside "repo") is refused, because the
 // handlers' decoding (encoding/json) would read it as that property.
-func CheckInput(nsid string, body []byte) error {
+func CheckInput(nsid string, body []byte) (*Input, error) {
 	in, err := defaultCatalog().input(nsid)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	v, err := parseJSON(body)
 	if err != nil {
 		if e, ok := err.(*Error); ok {
-			return e
+			return nil, e
 		}
-		return ErrSyntax
+		return nil, ErrSyntax
 	}
-	if in == nil || in.schema == nil {
-		return nil
+	if in != nil && in.schema != nil {
+		val := validator{path: make([]seg, 0, 16), input: true, parse: true}
+		if is := val.validate(in.schema, v); is != nil {
+			return nil, &Error{Message: is.String(), Body: true}
+		}
 	}
-	val := validator{path: make([]seg, 0, 16), input: true, parse: true}
-	if is := val.validate(in.schema, v); is != nil {
-		return &Error{Message: is.String(), Body: true}
+	return &Input{root: v, size: len(body)}, nil
+}
+
+// Input is a procedure's input as CheckInput parsed it, for the records
+// it holds (PrepareValue).
+type Input struct {
+	root any
+	size int
+}
+
+// Value is a value inside an Input.
+type Value struct {
+	v    any
+	size int // at most this many bytes of JSON
+}
+
+// Record is the value at path (object keys and array indexes), as
+// Record("record") or Record("writes", 2, "value"); false when there is
+// none. The value belongs to one PrepareValue: it changes the record.
+func (in *Input) Record(path ...any) (Value, bool) {
+	v := in.root
+	for _, step := range path {
+		switch s := step.(type) {
+		case string:
+			o, ok := v.(*object)
+			if !ok {
+				return Value{}, false
+			}
+			if v, ok = o.get(s); !ok {
+				return Value{}, false
+			}
+		case int:
+			a, ok := v.([]any)
+			if !ok || s < 0 || s >= len(a) {
+				return Value{}, false
+			}
+			v = a[s]
+		default:
+			return Value{}, false
+		}
 	}
-	return nil
+	return Value{v: v, size: in.size}, true
 }
 
 // ErrSyntax is a request body that is not JSON.

@@ -67,9 +67,29 @@ func PrepareWrite(i int, collection syntax.NSID, rkey syntax.RecordKey, record [
 	return prepare(collection, rkey, record, validate, i)
 }
 
+// PrepareValue is Prepare of a record CheckInput has parsed already
+// (Input.Record), which saves parsing it again; write is its index in an
+// applyWrites call, -1 for createRecord and putRecord.
+func PrepareValue(write int, collection syntax.NSID, rkey syntax.RecordKey, record Value, validate *bool) (*Record, error) {
+	return prepareValue(collection, rkey, record.v, record.size, validate, write)
+}
+
 var recordCIDPrefix = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
 
 func prepare(collection syntax.NSID, rkey syntax.RecordKey, data []byte, validate *bool, write int) (*Record, error) {
+	v, err := parseJSON(data)
+	if err != nil {
+		if e, ok := err.(*Error); ok {
+			return nil, e
+		}
+		return nil, &Error{Message: "Invalid JSON in record", Body: true}
+	}
+	return prepareValue(collection, rkey, v, len(data), validate, write)
+}
+
+// prepareValue is prepare once the record is parsed; size is its JSON's
+// length, the CBOR's capacity.
+func prepareValue(collection syntax.NSID, rkey syntax.RecordKey, v any, size int, validate *bool, write int) (*Record, error) {
 	// Where the reference's messages place the record: its input schema
 	// calls it $.record or $.writes[i].value, its record validation
 	// $.record or $.writes[i].record.
@@ -80,13 +100,6 @@ func prepare(collection syntax.NSID, rkey syntax.RecordKey, data []byte, validat
 		path = []seg{{key: "writes", idx: -1}, {idx: write}, {key: "record", idx: -1}}
 	}
 
-	v, err := parseJSON(data)
-	if err != nil {
-		if e, ok := err.(*Error); ok {
-			return nil, e
-		}
-		return nil, &Error{Message: "Invalid JSON in record", Body: true}
-	}
 	rec, ok := v.(*object)
 	if !ok {
 		is := issue{path: bodyPath, msg: msgInvalidType(v, "object")}
@@ -140,7 +153,7 @@ func prepare(collection syntax.NSID, rkey syntax.RecordKey, data []byte, validat
 	if legacy {
 		return nil, errLegacyBlob
 	}
-	b, err := encodeCBOR(make([]byte, 0, len(data)), rec)
+	b, err := encodeCBOR(make([]byte, 0, size), rec)
 	if err != nil {
 		return nil, err
 	}

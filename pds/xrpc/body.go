@@ -112,32 +112,44 @@ func jsonError(b []byte, err error) error {
 }
 
 // decodeInput reads and checks a procedure's JSON input against the
-// method's lexicon, then decodes it into v.
-func decodeInput(r *http.Request, nsid string, limit int64, v any) error {
+// method's lexicon, then decodes it into v. It returns the input as the
+// check parsed it.
+func decodeInput(r *http.Request, nsid string, limit int64, v any) (*lexval.Input, error) {
 	b, err := readJSON(r, limit)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if err := lexval.CheckInput(nsid, b); err != nil {
+	checked, err := lexval.CheckInput(nsid, b)
+	if err != nil {
 		var le *lexval.Error
 		switch {
 		case errors.Is(err, lexval.ErrSyntax):
 			var raw any
 			if jerr := json.Unmarshal(b, &raw); jerr != nil {
-				return jsonError(b, jerr)
+				return nil, jsonError(b, jerr)
 			}
-			return &Error{Status: 400, Name: "SyntaxError", Message: "Invalid JSON body"}
+			return nil, &Error{Status: 400, Name: "SyntaxError", Message: "Invalid JSON body"}
 		case errors.As(err, &le):
-			return InvalidRequest("", "%s", le.Message)
+			return nil, InvalidRequest("", "%s", le.Message)
 		}
-		return err
+		return nil, err
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		// The lexicon let it through, but not Go's types (1.0 for an
 		// integer, say): not a value any handler expects.
-		return jsonError(b, err)
+		return nil, jsonError(b, err)
 	}
-	return nil
+	return checked, nil
+}
+
+type checkedKey struct{}
+
+// CheckedInput is the input of a call to a method registered with
+// HandleInput as its lexicon check parsed it: the records it holds go to
+// lexval.PrepareValue without a second parse. Nil outside such a call.
+func CheckedInput(r *http.Request) *lexval.Input {
+	in, _ := r.Context().Value(checkedKey{}).(*lexval.Input)
+	return in
 }
 
 var jsonTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Name: "PayloadTooLargeError", Message: "request entity too large"}

@@ -3,6 +3,7 @@ package xrpc
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -142,9 +143,11 @@ func HandleInput[C, In any](m *Mux, nsid string, limit int64, a Auth[C], h Input
 				return err
 			}
 			in := new(In)
-			if err := decodeInput(r, nsid, limit, in); err != nil {
+			checked, err := decodeInput(r, nsid, limit, in)
+			if err != nil {
 				return err
 			}
+			r = r.WithContext(context.WithValue(r.Context(), checkedKey{}, checked))
 			return h(w, r, c, in)
 		},
 	}
