@@ -106,3 +106,20 @@ func TestListRepos(t *testing.T) {
 		t.Fatalf("listRepos paged %v, want %v", got, dids)
 	}
 }
+
+// getRepo's since is a TID, checked (by the mux, from the lexicon) as the
+// reference checks it (messages from npm 0.5.35), before the repo is looked
+// up: it once answered 200 with the whole repo.
+func TestGetRepoSinceMustBeTID(t *testing.T) {
+	s := start(t, pds.Config{})
+	a := createAccount(t, s, "sincecheck.test", "since@example.com", "pw")
+	for _, did := range []string{a.Did, "did:plc:nobodyhere"} {
+		for _, since := range []string{"garbage", "3k2a"} {
+			wantErr(t, call(t, s, "GET", "/xrpc/com.atproto.sync.getRepo?did="+did+"&since="+since, nil), 400, "InvalidRequest",
+				fmt.Sprintf("Invalid com.atproto.sync.getRepo params: Invalid TID string (got %q)", since))
+		}
+	}
+	if r := call(t, s, "GET", "/xrpc/com.atproto.sync.getRepo?did="+a.Did+"&since=3k2aaaaaaaaaa", nil); r.Status != 200 {
+		t.Fatalf("getRepo with a TID since: %d %s", r.Status, r.Body)
+	}
+}
