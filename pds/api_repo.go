@@ -1,14 +1,12 @@
 package pds
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -630,7 +628,8 @@ func importBlobRefs(ctx context.Context, tx *sql.Tx, did string, ops []repo.Op) 
 }
 
 // maxImportSize bounds importRepo's CAR. The reference sets no limit by
-// default; a test server keeps one so a runaway upload cannot fill memory.
+// default; a test server keeps one so a runaway upload cannot fill the
+// disk it is spooled to.
 const maxImportSize = 256 << 20
 
 func (s *Server) importRepo(w http.ResponseWriter, r *http.Request, c *caller) error {
@@ -639,25 +638,19 @@ func (s *Server) importRepo(w http.ResponseWriter, r *http.Request, c *caller) e
 	} else if enc != "application/vnd.ipld.car" {
 		return xrpc.InvalidRequest("", "Wrong request encoding (Content-Type): %s", enc)
 	}
-	car, err := io.ReadAll(io.LimitReader(r.Body, maxImportSize+1))
-	if err != nil {
-		return xrpc.ReadError(err)
+	car, err := s.spoolImport(r)
+	if err == nil {
+		defer car.Close()
+		var release func()
+		if release, err = s.importSlot(r.Context()); err != nil {
+			return err
+		}
+		defer release()
+		err = car.Index()
 	}
-	if len(car) > maxImportSize {
-		return xrpc.PayloadTooLarge()
+	if err == nil {
+		err = s.importCAR(r.Context(), c.DID, car)
 	}
-	ctx := r.Context()
-	unlock := s.repoLocks.lock(c.DID)
-	defer unlock()
-	err = s.withActor(ctx, c.DID, func(db *store.DB) error {
-		return db.Write(ctx, func(tx *sql.Tx) error {
-			ops, err := repo.Import(ctx, tx, syntax.DID(c.DID), bytes.NewReader(car))
-			if err != nil {
-				return err
-			}
-			return importBlobRefs(ctx, tx, c.DID, ops)
-		})
-	})
 	if errors.Is(err, repo.ErrInvalidRepo) {
 		return xrpc.InvalidRequest("", "%s", strings.TrimPrefix(err.Error(), repo.ErrInvalidRepo.Error()+": "))
 	}
@@ -665,4 +658,19 @@ func (s *Server) importRepo(w http.ResponseWriter, r *http.Request, c *caller) e
 		return err
 	}
 	return ok(w)
+}
+
+// importCAR replaces did's repo with the indexed CAR.
+func (s *Server) importCAR(ctx context.Context, did string, car *repo.CAR) error {
+	unlock := s.repoLocks.lock(did)
+	defer unlock()
+	return s.withActor(ctx, did, func(db *store.DB) error {
+		return db.Write(ctx, func(tx *sql.Tx) error {
+			ops, err := repo.ImportCAR(ctx, tx, syntax.DID(did), car)
+			if err != nil {
+				return err
+			}
+			return importBlobRefs(ctx, tx, did, ops)
+		})
+	})
 }

@@ -223,6 +223,9 @@ func New(cfg Config) (*Server, error) {
 }
 
 func (s *Server) open(ctx context.Context) error {
+	if err := s.resetTmpDir(); err != nil {
+		return err
+	}
 	opts := store.Options{Fsync: s.cfg.Fsync, Logger: s.log}
 	// Opening a database is mostly file-creation syscalls: open them side
 	// by side.

@@ -182,4 +182,5 @@ func TestBodyTimeoutEndsStalledRequests(t *testing.T) {
 		t.Fatal(err)
 	}
 	expectEvents(t, live, "commit:5:"+a.Did)
+	waitFor(t, "no temporary upload or import file", func() bool { return len(tempFiles(t, s.DataDir())) == 0 })
 }

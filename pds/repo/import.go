@@ -1,13 +1,13 @@
 package repo
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
@@ -15,7 +15,6 @@ import (
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
-	car "github.com/ipld/go-car"
 )
 
 // ErrInvalidRepo: Import was given a CAR that is not a whole repo of the
@@ -39,12 +38,30 @@ func BlobRefs(record []byte) ([]atdata.Blob, error) {
 	return atdata.ExtractBlobs(obj), nil
 }
 
-// Import replaces the repo with the one in the CAR r (repo.importRepo): the
-// CAR's commit becomes the head as it is, signature and rev included, and
-// the record table and blocks follow it. It returns what changed, as ops
-// against the repo it replaced (sorted by path), so the caller can redo
-// those records' blob refs. Import makes no commit of its own and no
-// event, as in the reference.
+// Import replaces the repo with the one in the CAR r: SpoolCAR (to a
+// temporary file, without a limit), Index, then ImportCAR.
+func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op, error) {
+	c, err := SpoolCAR(r, "", math.MaxInt64-1)
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	if err := c.Index(); err != nil {
+		return nil, err
+	}
+	return ImportCAR(ctx, tx, did, c)
+}
+
+// importFlush is how many bytes of blocks ImportCAR gathers before it
+// writes them: memory holds one such batch, not the repo.
+const importFlush = 1 << 20
+
+// ImportCAR replaces the repo with the one in c, indexed
+// (repo.importRepo): the CAR's commit becomes the head as it is, signature
+// and rev included, and the record table and blocks follow it. It returns
+// what changed, as ops against the repo it replaced (sorted by path), so
+// the caller can redo those records' blob refs. ImportCAR makes no commit
+// of its own and no event, as in the reference.
 //
 // It checks more than the reference: the commit must be of did, and the
 // tree well formed. A CAR the reference cannot read (ErrUnreadableRepo),
@@ -53,86 +70,103 @@ func BlobRefs(record []byte) ([]atdata.Blob, error) {
 // be in the CAR; any other must be, as a parsable record. Blocks and
 // records are tagged with the imported commit's rev (the reference tags
 // them with a fresh one).
-func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op, error) {
-	raw, err := io.ReadAll(r)
+//
+// Blocks are read from c's file as they are needed and written in
+// batches of importFlush bytes; what stays in memory is the MST (as
+// indigo loads it), the record paths and the CIDs to keep.
+func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR) ([]Op, error) {
+	commitCID := c.Root()
+	raw, err := c.data(commitCID)
 	if err != nil {
-		return nil, fmt.Errorf("repo: import: %w", err)
+		return nil, err
 	}
-	// The reference reads the header, checks its roots, then the blocks.
-	hdr, err := car.ReadHeader(bufio.NewReader(bytes.NewReader(raw)))
+	if raw == nil {
+		return nil, fmt.Errorf("%w: %v", ErrUnreadableRepo, indigorepo.ErrNoCommit)
+	}
+	var commit indigorepo.Commit
+	if err := commit.UnmarshalCBOR(bytes.NewReader(raw)); err != nil {
+		return nil, fmt.Errorf("%w: parsing commit block from CAR file: %v", ErrUnreadableRepo, err)
+	}
+	if err := commit.VerifyStructure(); err != nil {
+		return nil, fmt.Errorf("%w: parsing commit block from CAR file: %v", ErrUnreadableRepo, err)
+	}
+	tree, err := mst.LoadTreeFromStore(ctx, c, commit.Data)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
-	}
-	if len(hdr.Roots) != 1 {
-		return nil, fmt.Errorf("%w: expected one root", ErrInvalidRepo)
-	}
-	_, commitCID, err := indigorepo.LoadCommitFromCAR(ctx, bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
-	}
-	commit, rp, err := indigorepo.LoadRepoFromCAR(ctx, bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
+		return nil, fmt.Errorf("%w: reading MST from CAR file: %v", ErrUnreadableRepo, err)
 	}
 	if commit.DID != did.String() {
 		return nil, fmt.Errorf("%w: repo of %s, not %s", ErrInvalidRepo, commit.DID, did)
 	}
-	tree := &rp.MST
 	if tree.IsPartial() {
 		return nil, fmt.Errorf("%w: MST blocks missing", ErrUnreadableRepo)
 	}
 	if err := tree.Verify(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRepo, err)
 	}
-	blockOf := func(c cid.Cid) []byte {
-		b, err := rp.RecordStore.Get(ctx, c)
-		if err != nil {
-			return nil
-		}
-		return b.RawData()
-	}
 
-	bw := newBatch(commit.Rev)
-	bw.add(*commitCID, blockOf(*commitCID))
-	var addNodes func(n *mst.Node)
-	addNodes = func(n *mst.Node) {
-		bw.add(*n.CID, blockOf(*n.CID))
+	st := newTxStmts(ctx, tx, nil)
+	// Keep exactly the blocks of the new repo: its commit and nodes, and
+	// the blocks of its records. keep also tells which are written.
+	keep := make(map[cid.Cid]struct{}, c.Len())
+	bw := &flushingBatch{batch: newBatch(commit.Rev), st: st}
+	if err := bw.add(keep, commitCID, raw); err != nil {
+		return nil, err
+	}
+	var addNodes func(n *mst.Node) error
+	addNodes = func(n *mst.Node) error {
+		b, err := c.data(*n.CID)
+		if err != nil {
+			return err
+		}
+		if err := bw.add(keep, *n.CID, b); err != nil {
+			return err
+		}
 		for i := range n.Entries {
-			if c := n.Entries[i].Child; c != nil {
-				addNodes(c)
+			if ch := n.Entries[i].Child; ch != nil {
+				if err := addNodes(ch); err != nil {
+					return err
+				}
 			}
 		}
+		return nil
 	}
-	addNodes(tree.Root)
+	if err := addNodes(tree.Root); err != nil {
+		return nil, err
+	}
 
 	old, err := allRecords(ctx, tx)
 	if err != nil {
 		return nil, err
 	}
 	var ops []Op
-	records := make(map[string]cid.Cid)
+	records := make(map[string]struct{})
 	err = tree.Walk(func(key []byte, val cid.Cid) error {
 		path := string(key)
-		records[path] = val
+		records[path] = struct{}{}
 		prev, had := old[path]
 		if had && prev.Equals(val) {
-			return nil // the block is already stored
+			keep[val] = struct{}{} // the block is already stored
+			return nil
 		}
-		b := blockOf(val)
-		if b == nil {
-			var one int
-			if err := tx.QueryRowContext(ctx, `SELECT 1 FROM repo_block WHERE cid = ?`, val.Bytes()).Scan(&one); err == nil {
-				b = []byte{} // stored, shared with another record: keep it
+		if _, done := keep[val]; !done {
+			b, err := c.data(val)
+			if err != nil {
+				return err
 			}
-		}
-		if b == nil {
-			return fmt.Errorf("%w: Could not parse record at '%s'", ErrInvalidRepo, path)
-		}
-		if len(b) > 0 {
-			if _, err := atdata.UnmarshalCBOR(b); err != nil {
-				return fmt.Errorf("%w: Could not parse record at '%s'", ErrInvalidRepo, path)
+			if b == nil {
+				var one int
+				if err := tx.QueryRowContext(ctx, `SELECT 1 FROM repo_block WHERE cid = ?`, val.Bytes()).Scan(&one); err != nil {
+					return fmt.Errorf("%w: Could not parse record at '%s'", ErrInvalidRepo, path)
+				}
+				keep[val] = struct{}{} // stored, shared with another record: keep it
+			} else {
+				if _, err := atdata.UnmarshalCBOR(b); err != nil {
+					return fmt.Errorf("%w: Could not parse record at '%s'", ErrInvalidRepo, path)
+				}
+				if err := bw.add(keep, val, b); err != nil {
+					return err
+				}
 			}
-			bw.add(val, b)
 		}
 		v := val
 		if had {
@@ -149,6 +183,9 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 		}
 		return nil, fmt.Errorf("repo: import: %w", err)
 	}
+	if err := bw.flush(); err != nil {
+		return nil, err
+	}
 	for path, prev := range old {
 		if _, ok := records[path]; !ok {
 			p := prev
@@ -157,30 +194,10 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 
-	st := newTxStmts(ctx, tx, nil)
 	if err := writeRecords(st, ops, commit.Rev); err != nil {
 		return nil, err
 	}
-	// Keep exactly the blocks of the new repo: its commit and nodes, and
-	// the blocks of its records.
-	keep := make(map[cid.Cid]struct{}, len(bw.blocks)+len(records))
-	for _, b := range bw.blocks {
-		keep[b.cid] = struct{}{}
-	}
-	for _, c := range records {
-		keep[c] = struct{}{}
-	}
 	if err := deleteBlocksExcept(st, keep); err != nil {
-		return nil, err
-	}
-	filled := bw.blocks[:0]
-	for _, b := range bw.blocks {
-		if len(b.data) > 0 {
-			filled = append(filled, b)
-		}
-	}
-	bw.blocks = filled
-	if err := bw.insert(st); err != nil {
 		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)
@@ -189,6 +206,33 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 		return nil, fmt.Errorf("repo: import: %w", err)
 	}
 	return ops, nil
+}
+
+// flushingBatch writes its blocks whenever they pass importFlush bytes.
+type flushingBatch struct {
+	*batch
+	st    *txStmts
+	bytes int
+}
+
+// add queues block id unless keep already holds it, and marks it kept.
+func (b *flushingBatch) add(keep map[cid.Cid]struct{}, id cid.Cid, data []byte) error {
+	if _, ok := keep[id]; ok {
+		return nil
+	}
+	keep[id] = struct{}{}
+	b.blocks = append(b.blocks, block{id, data})
+	if b.bytes += len(data); b.bytes >= importFlush {
+		return b.flush()
+	}
+	return nil
+}
+
+func (b *flushingBatch) flush() error {
+	err := b.insert(b.st)
+	clear(b.blocks)
+	b.blocks, b.bytes = b.blocks[:0], 0
+	return err
 }
 
 // allRecords maps every record's path to its CID.
