@@ -9,7 +9,6 @@ import (
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/oauth"
-	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
 
@@ -43,14 +42,17 @@ func (a oauthAccounts) Account(ctx context.Context, id string) (oauth.Account, e
 	return oauth.Account{DID: acc.DID, Handle: acc.Handle}, nil
 }
 
-func (s *Server) openOAuth(ctx context.Context, opts store.Options, secret []byte) error {
+func (s *Server) openOAuth(ctx context.Context, st *oauth.Store, secret []byte) error {
 	p, err := oauth.New(ctx, oauth.Options{
-		Dir: s.dataDir, Store: opts, Issuer: s.publicURL, Audience: s.ServiceDID(), Secret: secret,
+		Store: st, Issuer: s.publicURL, Audience: s.ServiceDID(), Secret: secret,
 		Clock: s.clock, Accounts: oauthAccounts{s}, Logger: s.log,
 	})
+	if err != nil {
+		return errors.Join(err, st.Close())
+	}
 	s.oauth = p
 	s.verifyDPoP = s.oauthCaller
-	return err
+	return nil
 }
 
 // oauthCaller checks a DPoP-bound OAuth access token, the account and the

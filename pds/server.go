@@ -230,14 +230,19 @@ func (s *Server) open(ctx context.Context) error {
 	// Opening a database is mostly file-creation syscalls: open them side
 	// by side.
 	var wg sync.WaitGroup
-	var errAcc, errSeq, errPLC error
+	var errAcc, errSeq, errPLC, errOAuth error
+	var oauthStore *oauth.Store
 	wg.Go(func() { s.accounts, errAcc = account.Open(ctx, s.dataDir, opts) })
+	wg.Go(func() { oauthStore, errOAuth = oauth.OpenStore(ctx, s.dataDir, opts) })
 	wg.Go(func() { s.seq, errSeq = sequencer.Open(ctx, s.dataDir, opts) })
 	wg.Go(func() {
 		s.plc, errPLC = plc.Open(ctx, s.dataDir, plc.Options{Store: opts, Now: s.clock.Now, NoRateLimit: s.cfg.NoPLCRateLimit})
 	})
 	wg.Wait()
-	if err := errors.Join(errAcc, errSeq, errPLC); err != nil {
+	if err := errors.Join(errAcc, errSeq, errPLC, errOAuth); err != nil {
+		if oauthStore != nil {
+			oauthStore.Close()
+		}
 		return err
 	}
 	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorOpener(s.actorDir(), opts))
@@ -250,12 +255,13 @@ func (s *Server) open(ctx context.Context) error {
 	// restart on a kept data dir.
 	secret, err := s.accounts.Secret(ctx, "jwt_secret", account.RandomSecret(32))
 	if err != nil {
+		oauthStore.Close()
 		return err
 	}
 	s.tokens = auth.NewTokens(secret, s.ServiceDID(), s.clock)
 	// OAuth access tokens are signed with the same secret, as the
 	// reference signs them.
-	if err := s.openOAuth(ctx, opts, secret); err != nil {
+	if err := s.openOAuth(ctx, oauthStore, secret); err != nil {
 		return err
 	}
 	// The rotation key too: the PLC log in a kept data dir names it.

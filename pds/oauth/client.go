@@ -2,8 +2,6 @@ package oauth
 
 import (
 	"context"
-	"crypto"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +13,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-
-	"github.com/go-jose/go-jose/v4"
 )
 
 // clientMetadata is an OAuth client metadata document (RFC 7591 fields
@@ -54,7 +50,7 @@ type client struct {
 	ID       string
 	Meta     clientMetadata
 	Loopback bool // the http://localhost development client
-	jwks     *jose.JSONWebKeySet
+	jwks     []*publicJWK
 }
 
 func (c *client) confidential() bool { return c.Meta.TokenEndpointAuthMethod == "private_key_jwt" }
@@ -235,11 +231,19 @@ func (p *Provider) fetchClient(ctx context.Context, id string) (*client, error) 
 			}
 			raw = doc
 		}
-		var set jose.JSONWebKeySet
+		var set struct {
+			Keys []json.RawMessage `json:"keys"`
+		}
 		if err := json.Unmarshal(raw, &set); err != nil || len(set.Keys) == 0 {
 			return nil, errClientMetadata("private_key_jwt auth method requires at least one key in jwks")
 		}
-		c.jwks = &set
+		for _, kr := range set.Keys {
+			k, err := parseJWK(kr)
+			if err != nil {
+				return nil, errClientMetadata("Invalid key in jwks: %v", err)
+			}
+			c.jwks = append(c.jwks, k)
+		}
 	}
 	return c, nil
 }
@@ -445,31 +449,30 @@ func (p *Provider) authenticate(ctx context.Context, form url.Values) (*client, 
 	if typ != assertionType {
 		return nil, clientAuth{}, errInvalidClient("Unsupported client_assertion_type %s", typ)
 	}
-	jws, err := jose.ParseSignedCompact(assertion, verifyAlgs)
-	if err != nil || len(jws.Signatures) != 1 {
-		return nil, clientAuth{}, errInvalidClient(`Validation of "client_assertion" failed: invalid JWT`)
+	j, err := parseJWS(assertion)
+	if err != nil {
+		return nil, clientAuth{}, errInvalidClient(`Validation of "client_assertion" failed: %v`, err)
 	}
-	h := jws.Signatures[0].Protected
-	if h.Algorithm != c.Meta.TokenEndpointAuthSigningAlg {
+	if j.header.Alg != c.Meta.TokenEndpointAuthSigningAlg {
 		return nil, clientAuth{}, errInvalidClient(`Validation of "client_assertion" failed: "alg" must be %s`, c.Meta.TokenEndpointAuthSigningAlg)
 	}
-	if h.KeyID == "" {
+	if j.header.Kid == "" {
 		return nil, clientAuth{}, errInvalidClient(`"kid" required in client_assertion`)
 	}
-	var key *jose.JSONWebKey
-	for _, k := range c.jwks.Key(h.KeyID) {
-		if k.Use == "" || k.Use == "sig" {
-			key = &k
+	var key *publicJWK
+	for _, k := range c.jwks {
+		if k.Kid == j.header.Kid && (k.Use == "" || k.Use == "sig") {
+			key = k
 			break
 		}
 	}
 	if key == nil {
-		return nil, clientAuth{}, errInvalidClient(`Validation of "client_assertion" failed: no key matching "kid" %s`, h.KeyID)
+		return nil, clientAuth{}, errInvalidClient(`Validation of "client_assertion" failed: no key matching "kid" %s`, j.header.Kid)
 	}
-	payload, err := jws.Verify(key.Public())
-	if err != nil {
-		return nil, clientAuth{}, errInvalidClient(`Validation of "client_assertion" failed: signature verification failed`)
+	if err := key.verify(j); err != nil {
+		return nil, clientAuth{}, errInvalidClient(`Validation of "client_assertion" failed: %v`, err)
 	}
+	payload := j.payload
 	var cl struct {
 		Iss, Sub, Jti string
 		Aud           any
@@ -497,11 +500,11 @@ func (p *Provider) authenticate(ctx context.Context, form url.Values) (*client, 
 	if !p.replay.unique("assertion:" + c.ID + ":" + cl.Jti) {
 		return nil, clientAuth{}, errInvalidClient("Client assertion jti replayed")
 	}
-	tp, err := key.Thumbprint(crypto.SHA256)
+	jkt, err := key.thumbprint()
 	if err != nil {
 		return nil, clientAuth{}, errInvalidClient("Client key thumbprint failed")
 	}
-	return c, clientAuth{Method: "private_key_jwt", KID: h.KeyID, JKT: base64.RawURLEncoding.EncodeToString(tp)}, nil
+	return c, clientAuth{Method: "private_key_jwt", KID: j.header.Kid, JKT: jkt}, nil
 }
 
 func audienceHas(aud any, want string) bool {

@@ -1,7 +1,6 @@
 package oauth
 
 import (
-	"crypto"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -29,12 +28,11 @@ const (
 )
 
 // verifyAlgs are the JWS algorithms accepted in DPoP proofs and client
-// assertions: the reference's list less ES256K, which go-jose does not
-// implement (docs/known-differences.md).
+// assertions, the reference's list (VERIFY_ALGOS) in its order.
 var verifyAlgs = []jose.SignatureAlgorithm{
 	jose.RS256, jose.RS384, jose.RS512,
 	jose.PS256, jose.PS384, jose.PS512,
-	jose.ES256, jose.ES384, jose.ES512,
+	jose.ES256, "ES256K", jose.ES384, jose.ES512,
 }
 
 func algNames() []string {
@@ -159,25 +157,21 @@ func (p *Provider) checkProof(method string, u *url.URL, header []string, access
 	case header[0] == "":
 		return nil, errDPoP("DPoP header cannot be empty")
 	}
-	jws, err := jose.ParseSignedCompact(header[0], verifyAlgs)
+	j, err := parseJWS(header[0])
 	if err != nil {
 		return nil, errDPoP("Failed to verify DPoP proof: %v", err)
 	}
-	if len(jws.Signatures) != 1 {
-		return nil, errDPoP("Failed to verify DPoP proof: one signature expected")
-	}
-	h := jws.Signatures[0].Protected
-	if typ, _ := h.ExtraHeaders[jose.HeaderType].(string); typ != "dpop+jwt" {
+	if j.header.Typ != "dpop+jwt" {
 		return nil, errDPoP(`Failed to verify DPoP proof: unexpected "typ" JWT header value`)
 	}
-	key := h.JSONWebKey
-	if key == nil || !key.Valid() || !key.IsPublic() {
-		return nil, errDPoP(`Failed to verify DPoP proof: "jwk" (JSON Web Key) Header Parameter must be a public key`)
-	}
-	payload, err := jws.Verify(key)
+	key, err := parseJWK(j.header.JWK)
 	if err != nil {
-		return nil, errDPoP("Failed to verify DPoP proof: signature verification failed")
+		return nil, errDPoP(`Failed to verify DPoP proof: "jwk" (JSON Web Key) Header Parameter must be a JSON object`)
 	}
+	if err := key.verify(j); err != nil {
+		return nil, errDPoP("Failed to verify DPoP proof: %v", err)
+	}
+	payload := j.payload
 	var c proofClaims
 	if err := json.Unmarshal(payload, &c); err != nil {
 		return nil, errDPoP("Failed to verify DPoP proof: JWT Claims Set must be a top-level JSON object")
@@ -237,14 +231,14 @@ func (p *Provider) checkProof(method string, u *url.URL, header []string, access
 	} else if c.ATH != nil {
 		return nil, errDPoP(`DPoP "ath" claim not allowed`)
 	}
-	tp, err := key.Thumbprint(crypto.SHA256)
+	jkt, err := key.thumbprint()
 	if err != nil {
 		return nil, errDPoP("Failed to calculate jkt")
 	}
 	if !p.replay.unique("dpop:" + jti) {
 		return nil, errDPoP("DPoP proof replayed")
 	}
-	return &proof{jti: jti, jkt: base64.RawURLEncoding.EncodeToString(tp)}, nil
+	return &proof{jti: jti, jkt: jkt}, nil
 }
 
 // normalHTU is the origin and path of u, lower-cased scheme and host, with

@@ -21,8 +21,7 @@ func (p *Provider) protectedResource(w http.ResponseWriter, r *http.Request) {
 }
 
 // serverMetadata is RFC 8414's document, field for field (and in the
-// order of) the reference's buildMetadata, except that the signing
-// algorithms are those fakepds verifies (no ES256K), request objects are
+// order of) the reference's buildMetadata, except that request objects are
 // not supported and prompt=create (account creation) is not offered.
 func (p *Provider) serverMetadata(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")

@@ -15,6 +15,7 @@ import (
 	indigo "github.com/bluesky-social/indigo/atproto/auth/oauth"
 
 	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/store"
 )
 
 type fakeAccounts map[string]Account // by handle
@@ -47,8 +48,12 @@ func newTestServer(t *testing.T) *testServer {
 	ts := &testServer{t: t, clock: &clock.Shifted{}}
 	secret := make([]byte, 32)
 	_, _ = rand.Read(secret)
+	st, err := OpenStore(t.Context(), t.TempDir(), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	p, err := New(t.Context(), Options{
-		Dir: t.TempDir(), Issuer: func() string { return ts.url }, Audience: "did:web:localhost",
+		Store: st, Issuer: func() string { return ts.url }, Audience: "did:web:localhost",
 		Secret: secret, Clock: ts.clock,
 		Accounts: fakeAccounts{"alice.test": {DID: "did:plc:alice", Handle: "alice.test"}},
 	})

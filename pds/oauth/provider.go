@@ -26,7 +26,6 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/fakepds/fakepds/pds/clock"
-	"github.com/fakepds/fakepds/pds/store"
 )
 
 // The reference's lifetimes (oauth-provider's oauth-constants.ts).
@@ -61,9 +60,8 @@ type Accounts interface {
 
 // Options configure New.
 type Options struct {
-	// Dir is the data dir; the database is Dir/oauth.sqlite.
-	Dir   string
-	Store store.Options
+	// Store is the database (OpenStore); the Provider closes it.
+	Store *Store
 	// Issuer is the PDS's public URL (the issuer and the resource), read
 	// per request because a server knows it only once it listens.
 	Issuer func() string
@@ -96,8 +94,8 @@ type Provider struct {
 
 // New opens the provider's database.
 func New(ctx context.Context, opts Options) (*Provider, error) {
-	if opts.Issuer == nil || opts.Audience == "" || len(opts.Secret) == 0 || opts.Clock == nil || opts.Accounts == nil {
-		return nil, errors.New("oauth: Options need Issuer, Audience, Secret, Clock and Accounts")
+	if opts.Store == nil || opts.Issuer == nil || opts.Audience == "" || len(opts.Secret) == 0 || opts.Clock == nil || opts.Accounts == nil {
+		return nil, errors.New("oauth: Options need Store, Issuer, Audience, Secret, Clock and Accounts")
 	}
 	if opts.HTTPClient == nil {
 		opts.HTTPClient = &http.Client{Timeout: 10 * time.Second}
@@ -110,10 +108,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("oauth: signer: %w", err)
 	}
-	d, err := openDB(ctx, opts.Dir, opts.Store)
-	if err != nil {
-		return nil, err
-	}
+	d := opts.Store.db
 	p := &Provider{opts: opts, db: d, signer: signer, realNow: time.Now, log: opts.Logger}
 	p.nonces = newNonces(p.realNow)
 	p.replay = newReplay(p.realNow)

@@ -96,11 +96,22 @@ var errNotFound = errors.New("oauth: not found")
 
 type db struct{ *store.DB }
 
-func openDB(ctx context.Context, dir string, opts store.Options) (db, error) {
+// Store is the provider's database, opened apart from New so a server can
+// open it beside its other databases.
+type Store struct{ db db }
+
+// OpenStore opens (and creates) dir/oauth.sqlite.
+func OpenStore(ctx context.Context, dir string, opts store.Options) (*Store, error) {
 	opts.Migrations = migrations
 	d, err := store.Open(ctx, filepath.Join(dir, File), opts)
-	return db{d}, err
+	if err != nil {
+		return nil, err
+	}
+	return &Store{db{d}}, nil
 }
+
+// Close closes the database (Provider.Close does, once New took it).
+func (s *Store) Close() error { return s.db.Close() }
 
 func ms(t time.Time) int64 { return t.UnixMilli() }
 
