@@ -254,28 +254,17 @@ func (b *bench) round(ctx context.Context, name string, round int, first bool) (
 	}
 	if b.o.has("suite") {
 		if err := measured("suite-shaped", func() error {
-			// applyWrites's own figure is taken before the fill's
-			// applyWrites calls count too.
-			var beforeFill func() error
-			var applyWrites stats.Method
-			if fakepds {
-				beforeFill = func() error {
-					st, err := srv.serverStats()
-					applyWrites = st[nsids["applyWrites"]]
-					return err
-				}
-			}
-			s, err := suiteShaped(t, b.o.n, beforeFill)
-			if err != nil {
+			if !fakepds {
+				s, err := suiteShaped(t, b.o.n, nil)
+				p.suiteRounds = append(p.suiteRounds, s)
+				merge(p.suite, s)
 				return err
 			}
+			s, st, err := suiteWithStats(srv, t, b.o.n)
 			p.suiteRounds = append(p.suiteRounds, s)
+			p.serverSuite = append(p.serverSuite, st)
 			merge(p.suite, s)
-			if err := serverStats(&p.serverSuite); err != nil || !fakepds {
-				return err
-			}
-			p.serverSuite[len(p.serverSuite)-1][nsids["applyWrites"]] = applyWrites
-			return nil
+			return err
 		}); err != nil {
 			return err
 		}
@@ -321,6 +310,31 @@ func (b *bench) round(ctx context.Context, name string, round int, first bool) (
 	}
 	p.after = append(p.after, mem)
 	return nil
+}
+
+// suiteWithStats runs the suite-shaped workload on fakepds (its stats
+// reset before) and returns fakepds's own stats of it. Those of
+// applyWrites are taken before the fill, whose applyWrites calls would
+// count too.
+func suiteWithStats(srv *server, t *target, n int) (samples, map[string]stats.Method, error) {
+	if err := srv.resetStats(); err != nil {
+		return nil, nil, err
+	}
+	var applyWrites stats.Method
+	s, err := suiteShaped(t, n, func() error {
+		st, err := srv.serverStats()
+		applyWrites = st[nsids["applyWrites"]]
+		return err
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	st, err := srv.serverStats()
+	if err != nil {
+		return nil, nil, err
+	}
+	st[nsids["applyWrites"]] = applyWrites
+	return s, st, nil
 }
 
 // floorRound runs the suite-shaped workload and the hot loop against the

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"time"
+
+	"github.com/fakepds/fakepds/pds/stats"
 )
 
 // growthPoint is one size of -growth: client and server p50 by operation.
@@ -68,11 +70,11 @@ func (b *bench) growthRun(ctx context.Context) (err error) {
 			}
 			s.add("getRecord", d)
 		}
-		pt, err := b.point(srv, size, s)
+		st, err := srv.serverStats()
 		if err != nil {
 			return err
 		}
-		b.res.growRepo = append(b.res.growRepo, pt)
+		b.res.growRepo = append(b.res.growRepo, point(size, s, st))
 	}
 
 	accounts := 1 // the repo's above
@@ -84,34 +86,23 @@ func (b *bench) growthRun(ctx context.Context) (err error) {
 			}
 			accounts = size
 		}
-		if err := srv.resetStats(); err != nil {
-			return err
-		}
-		s, err := suiteShaped(t, b.o.n, nil)
+		s, st, err := suiteWithStats(srv, t, b.o.n)
 		if err != nil {
 			return err
 		}
 		accounts += b.o.n
-		pt, err := b.point(srv, size, s)
-		if err != nil {
-			return err
-		}
-		b.res.growPDS = append(b.res.growPDS, pt)
+		b.res.growPDS = append(b.res.growPDS, point(size, s, st))
 	}
 	return nil
 }
 
-func (b *bench) point(srv *server, size int, s samples) (growthPoint, error) {
-	st, err := srv.serverStats()
-	if err != nil {
-		return growthPoint{}, err
-	}
+func point(size int, s samples, st map[string]stats.Method) growthPoint {
 	pt := growthPoint{size: size, client: map[string]time.Duration{}, server: map[string]time.Duration{}}
 	for op, d := range s {
 		pt.client[op] = quantile(d, 0.5)
 		pt.server[op] = st[nsids[op]].P50
 	}
-	return pt, nil
+	return pt
 }
 
 func (b *bench) reportGrowth(w io.Writer) {

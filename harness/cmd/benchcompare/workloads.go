@@ -104,8 +104,7 @@ func post(text string) map[string]any {
 func rkeyOf(uri string) string { return uri[strings.LastIndexByte(uri, '/')+1:] }
 
 func (a *account) createSession() (time.Duration, error) {
-	c := *a.c // a second client: the login's tokens are not used
-	c.token = ""
+	c := &client{base: a.c.base, hc: a.c.hc, record: a.c.record} // no token: a login
 	return c.decode(http.MethodPost, "com.atproto.server.createSession", nil, map[string]string{"identifier": a.handle, "password": a.password}, nil)
 }
 
