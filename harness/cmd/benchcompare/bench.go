@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -56,7 +57,9 @@ type bench struct {
 	res      *results
 	floor    *floor
 
-	fakepdsArgv           []string
+	fakepdsArgv []string
+	// selfServe: fakepds is this binary serving pds.Server (serveEnv).
+	selfServe             bool
 	referenceArgv         []string
 	conformanceBin        string
 	loadBefore, loadAfter string
@@ -83,7 +86,7 @@ func (b *bench) prepare(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		b.fakepdsArgv = []string{self}
+		b.fakepdsArgv, b.selfServe = []string{self}, true
 	case b.o.fakepds != "":
 		b.fakepdsArgv = []string{b.o.fakepds, "serve", "--addr", "127.0.0.1:0"}
 	case b.wants("fakepds") && (b.perRound() || b.o.big || b.o.growth):
@@ -111,14 +114,7 @@ func (b *bench) prepare(ctx context.Context) error {
 	return nil
 }
 
-func (b *bench) wants(target string) bool {
-	for _, t := range b.o.targets {
-		if t == target {
-			return true
-		}
-	}
-	return false
-}
+func (b *bench) wants(target string) bool { return slices.Contains(b.o.targets, target) }
 
 func (b *bench) goCmd(ctx context.Context, args ...string) error {
 	cmd := exec.CommandContext(ctx, "go", args...)
@@ -130,18 +126,21 @@ func (b *bench) goCmd(ctx context.Context, args ...string) error {
 	return nil
 }
 
+// start starts a fresh server of one kind for round (0: outside the
+// rounds, -big and -growth, which are not profiled).
 func (b *bench) start(ctx context.Context, name string, round int) (*server, error) {
 	if name == "reference" {
 		return startServer(ctx, name, b.referenceArgv, nil, b.tmp)
 	}
 	var extra []string
-	if len(b.fakepdsArgv) == 1 { // this binary, in-process
+	if b.selfServe {
 		profile := "none"
-		if b.o.cpuprofile != "" {
+		switch {
+		case b.o.cpuprofile == "" || round == 0:
+		case round == 1:
 			profile = b.o.cpuprofile
-			if round > 1 {
-				profile = fmt.Sprintf("%s.%d", profile, round)
-			}
+		default:
+			profile = fmt.Sprintf("%s.%d", b.o.cpuprofile, round)
 		}
 		extra = []string{serveEnv + "=" + profile}
 	}
@@ -157,7 +156,9 @@ func (b *bench) perRound() bool {
 func (b *bench) run(ctx context.Context) error {
 	for r := 1; r <= b.o.rounds && b.perRound(); r++ {
 		for i, name := range b.o.targets {
-			if err := b.round(ctx, name, r, i == 0); err != nil {
+			// The floor replays fakepds's answers (the reference's without it).
+			replayed := name == "fakepds" || (i == 0 && !b.wants("fakepds"))
+			if err := b.round(ctx, name, r, replayed); err != nil {
 				return fmt.Errorf("round %d, %s: %w", r, name, err)
 			}
 		}
@@ -197,8 +198,8 @@ func (b *bench) run(ctx context.Context) error {
 }
 
 // round starts a fresh server and runs the per-round workloads on it;
-// first says its answers are the ones the floor replays.
-func (b *bench) round(ctx context.Context, name string, round int, first bool) (err error) {
+// replayed says its answers are the ones the floor replays.
+func (b *bench) round(ctx context.Context, name string, round int, replayed bool) (err error) {
 	b.logf("round %d: starting %s", round, name)
 	srv, err := b.start(ctx, name, round)
 	if err != nil {
@@ -217,7 +218,7 @@ func (b *bench) round(ctx context.Context, name string, round int, first bool) (
 	}
 	p.ready = append(p.ready, mem)
 	var record func(string, string, []byte)
-	if first && b.floor != nil {
+	if replayed && b.floor != nil {
 		record = b.floor.keep
 	}
 	t := newTarget(srv.url, record)

@@ -115,7 +115,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.growth, "growth", false, "also how cost grows (fakepds only): a write's p50 as one repo grows (-grow-records), the suite-shaped workload as the PDS grows (-grow-accounts)")
 	growRecords := fs.String("grow-records", "10,100,1000,10000", "repo sizes of -growth (100000 takes minutes)")
 	growAccounts := fs.String("grow-accounts", "10,100,1000", "PDS sizes (accounts) of -growth (10000 takes minutes)")
-	fs.StringVar(&o.fakepds, "fakepds", "", "the fakepds binary (default: built from this checkout into a temp dir)")
+	fs.StringVar(&o.fakepds, "fakepds", "", "the fakepds binary (default: built from this checkout into a temp dir; \"self\": this tool serves the same pds.Server itself, as with -cpuprofile)")
 	fs.StringVar(&o.reference, "reference", "", "the reference's run.sh (default: ROOT/scripts/reference-pds/run.sh; install it first with install.sh)")
 	fs.StringVar(&o.root, "root", "", "this module's root (default: from go env GOMOD)")
 	fs.StringVar(&o.cpuprofile, "cpuprofile", "", "run fakepds in this tool's own process (the same pds.Server) and write its CPU profile here at the end of each round (round N > 1: FILE.N)")

@@ -14,12 +14,14 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"syscall"
 	"time"
 
+	"github.com/fakepds/fakepds/pds/env"
 	"github.com/fakepds/fakepds/pds/stats"
 )
 
@@ -45,7 +47,7 @@ func startServer(ctx context.Context, name string, argv []string, extraEnv []str
 		return nil, err
 	}
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Env = append(os.Environ(), extraEnv...)
+	cmd.Env = append(childEnv(), extraEnv...)
 	cmd.Stderr = logf
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
@@ -100,6 +102,18 @@ func startServer(ctx context.Context, name string, argv []string, extraEnv []str
 	resp.Body.Close()
 	s.started = time.Since(start)
 	return s, nil
+}
+
+// notInherited are the variables that would make a server the tool
+// starts attach to another PDS, share a data dir or listen elsewhere: each
+// round starts its own, fresh. HARNESS_PDS_FSYNC and _LOG pass through.
+var notInherited = []string{env.URL, env.PLCURL, env.AdminPassword, env.Dir, env.Addr, env.Backend, env.Stats}
+
+func childEnv() []string {
+	return slices.DeleteFunc(os.Environ(), func(kv string) bool {
+		name, _, _ := strings.Cut(kv, "=")
+		return slices.Contains(notInherited, name)
+	})
 }
 
 // tail is the end of the server's log, as an error.

@@ -38,6 +38,7 @@ func (b *bench) conformance(ctx context.Context, target string) error {
 	}
 	cmd := exec.CommandContext(ctx, b.conformanceBin, "-test.run", pattern, "-test.v", "-test.parallel=1", "-test.count=1", "-backends="+backend)
 	cmd.Dir = filepath.Join(b.o.root, "harness", "conformance") // the goldens are relative
+	cmd.Env = childEnv()
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		return err
@@ -102,6 +103,7 @@ var nsPerOp = regexp.MustCompile(`^BenchmarkNew-?\d*\s+\d+\s+([0-9.]+) ns/op`)
 func (b *bench) benchmarkNew(ctx context.Context) (time.Duration, error) {
 	cmd := exec.CommandContext(ctx, "go", "test", "-run", "^$", "-bench", "^BenchmarkNew$", "-benchtime", "50x", "-count", "1", "./harness")
 	cmd.Dir = b.o.root
+	cmd.Env = childEnv()
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return 0, fmt.Errorf("harness BenchmarkNew: %w\n%s", err, out)
