@@ -1,8 +1,8 @@
 # fakepds: `make run` starts a PDS on localhost, `make test` runs the tests.
 GO ?= go
 STATICCHECK ?= honnef.co/go/tools/cmd/staticcheck@v0.8.2
-ADDR ?= 127.0.0.1:2583
-PLC_ADDR ?= 127.0.0.1:2582
+ADDR ?= localhost:2583
+PLC_ADDR ?= localhost:2582
 FIXTURES ?= fixtures/social/social.json
 
 .PHONY: run test test-short bench lint

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -301,4 +302,36 @@ func TestServeEnv(t *testing.T) {
 		t.Fatalf("health of PLC %s: %v", vals[1], err)
 	}
 	stop(t, cmd, stderr)
+}
+
+// make run's addresses name a host, not an IP literal: the server
+// publishes the host as given and indigo's relay refuses an IP's URL;
+// the README's make run line says the URL it gets.
+func TestMakeRunPublishesAHostname(t *testing.T) {
+	mk, err := os.ReadFile("../../../Makefile")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defaults := map[string]string{}
+	for line := range strings.Lines(string(mk)) {
+		if name, val, ok := strings.Cut(strings.TrimSpace(line), " ?= "); ok && (name == "ADDR" || name == "PLC_ADDR") {
+			defaults[name] = val
+		}
+	}
+	for _, name := range []string{"ADDR", "PLC_ADDR"} {
+		host, _, err := net.SplitHostPort(defaults[name])
+		if err != nil {
+			t.Fatalf("Makefile %s ?= %q: %v", name, defaults[name], err)
+		}
+		if net.ParseIP(host) != nil {
+			t.Errorf("Makefile %s ?= %s: an IP literal, which a relay refuses in a PDS's URL", name, defaults[name])
+		}
+	}
+	readme, err := os.ReadFile("../../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "make run    # a PDS on http://" + defaults["ADDR"] + " "; !strings.Contains(string(readme), want) {
+		t.Errorf("README.md lacks %q", want)
+	}
 }
