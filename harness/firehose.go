@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -70,15 +71,24 @@ func (e Event) String() string {
 
 // Firehose is a subscription to the PDS's com.atproto.sync.subscribeRepos,
 // read with indigo's own consumer. It ends with the test.
+//
+// It is one ordered stream: each event goes to one wait. Waits may come
+// from any goroutine, one at a time; a wait begun while another is under
+// way returns ErrConcurrentWait (Require fails its test) instead of
+// splitting the events between them. Two readers take two subscriptions.
 type Firehose struct {
-	url    string
-	wait   time.Duration
-	events chan Event
-	done   chan struct{}
-	mu     sync.Mutex
-	err    error
-	// What the waits saw, for the message of one that found nothing:
-	// read by the goroutine that waits, one at a time.
+	url     string
+	wait    time.Duration
+	events  chan Event
+	done    chan struct{}
+	waiting atomic.Bool
+	mu      sync.Mutex
+	err     error
+}
+
+// seen is what one wait skipped, for the message of a wait that found
+// nothing.
+type seen struct {
 	skipped int
 	last    Event
 }
@@ -196,16 +206,33 @@ var ErrFirehoseClosed = errors.New("harness: firehose closed")
 // context) before an event it wanted came.
 var ErrNoEvent = errors.New("harness: firehose: no matching event")
 
+// ErrConcurrentWait: a wait began while another wait on the same Firehose
+// was under way.
+var ErrConcurrentWait = errors.New("harness: firehose: another wait on this subscription is under way (one wait at a time; take a second Firehose for a second reader)")
+
+// begin claims the subscription for one wait; end releases it.
+func (f *Firehose) begin() error {
+	if !f.waiting.CompareAndSwap(false, true) {
+		return ErrConcurrentWait
+	}
+	return nil
+}
+
+func (f *Firehose) end() { f.waiting.Store(false) }
+
 // Next returns the next event, waiting at most until ctx ends or the
 // subscription's bound (DefaultWait, or WaitAtMost's) passes.
 func (f *Firehose) Next(ctx context.Context) (Event, error) {
+	if err := f.begin(); err != nil {
+		return Event{}, err
+	}
+	defer f.end()
 	ctx, cancel := bounded(ctx, f.wait)
 	defer cancel()
-	f.skipped, f.last = 0, Event{}
-	return f.next(ctx, time.Now())
+	return f.next(ctx, time.Now(), &seen{})
 }
 
-func (f *Firehose) next(ctx context.Context, began time.Time) (Event, error) {
+func (f *Firehose) next(ctx context.Context, began time.Time, s *seen) (Event, error) {
 	select {
 	case e, ok := <-f.events:
 		if !ok {
@@ -215,12 +242,12 @@ func (f *Firehose) next(ctx context.Context, began time.Time) (Event, error) {
 		}
 		return e, nil
 	case <-ctx.Done():
-		return Event{}, f.timeout(ctx, began)
+		return Event{}, f.timeout(ctx, began, s)
 	}
 }
 
 // timeout says what a wait saw before it gave up, and what bounded it.
-func (f *Firehose) timeout(ctx context.Context, began time.Time) error {
+func (f *Firehose) timeout(ctx context.Context, began time.Time, s *seen) error {
 	bound := fmt.Sprintf("the wait's bound (%s; harness.WaitAtMost changes it)", f.wait)
 	if f.wait == DefaultWait {
 		bound = fmt.Sprintf("harness.DefaultWait (%s; harness.WaitAtMost or a context deadline changes it)", DefaultWait)
@@ -231,8 +258,8 @@ func (f *Firehose) timeout(ctx context.Context, began time.Time) error {
 		bound = "the context's deadline"
 	}
 	last := "no event arrived"
-	if f.last.Type != "" {
-		last = fmt.Sprintf("%d skipped; the last: %s", f.skipped, f.last)
+	if s.last.Type != "" {
+		last = fmt.Sprintf("%d skipped; the last: %s", s.skipped, s.last)
 	}
 	return fmt.Errorf("%w after %s, ended by %s: %s: %w", ErrNoEvent, time.Since(began).Round(time.Millisecond), bound, last, ctx.Err())
 }
@@ -240,20 +267,24 @@ func (f *Firehose) timeout(ctx context.Context, began time.Time) error {
 // WaitFor skips events until one satisfies match and returns it. When
 // none comes in time its error says how many it skipped and the last one.
 func (f *Firehose) WaitFor(ctx context.Context, match func(Event) bool) (Event, error) {
+	if err := f.begin(); err != nil {
+		return Event{}, err
+	}
+	defer f.end()
 	ctx, cancel := bounded(ctx, f.wait)
 	defer cancel()
 	began := time.Now()
-	f.skipped, f.last = 0, Event{}
+	var s seen
 	for {
-		e, err := f.next(ctx, began)
+		e, err := f.next(ctx, began, &s)
 		if err != nil {
 			return Event{}, err
 		}
 		if match(e) {
 			return e, nil
 		}
-		f.skipped++
-		f.last = e
+		s.skipped++
+		s.last = e
 	}
 }
 

@@ -149,3 +149,40 @@ func startConsumer(t *testing.T, p *harness.PDS) *consumer {
 	t.Cleanup(func() { cancel(); <-done })
 	return c
 }
+
+// One subscription, one wait at a time: a wait begun while another is
+// under way is refused, not handed a share of the events (and the two
+// do not race on what the waits saw).
+func TestFirehoseRefusesConcurrentWaits(t *testing.T) {
+	t.Parallel()
+	p := harness.New(t)
+	fh := p.Firehose(t, harness.WaitAtMost(5*time.Second))
+	inside, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := fh.WaitFor(t.Context(), func(harness.Event) bool {
+			close(inside)
+			<-release
+			return true
+		})
+		first <- err
+	}()
+	p.NewAccount(t)
+	<-inside
+	_, err := fh.Next(t.Context())
+	if !errors.Is(err, harness.ErrConcurrentWait) {
+		t.Errorf("Next during a WaitFor: err = %v, want ErrConcurrentWait", err)
+	}
+	_, err = fh.WaitFor(t.Context(), func(harness.Event) bool { return true })
+	if !errors.Is(err, harness.ErrConcurrentWait) {
+		t.Errorf("WaitFor during a WaitFor: err = %v, want ErrConcurrentWait", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the first wait: %v", err)
+	}
+	// Once it ended, the next wait is served, with the events left.
+	if _, err := fh.Next(t.Context()); err != nil {
+		t.Fatalf("a wait after the first ended: %v", err)
+	}
+}
