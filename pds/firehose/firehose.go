@@ -38,6 +38,11 @@ type Options struct {
 	// WriteTimeout bounds one frame's write; a consumer that does not read
 	// for this long is cut off.
 	WriteTimeout time.Duration
+	// ReadAhead bounds the bytes of frames a subscriber holds that it has
+	// not sent yet (one page read from the sequencer): what a consumer
+	// that stops reading costs, besides its socket. 256 KiB when zero; a
+	// single frame larger than it is still sent, one at a time.
+	ReadAhead int
 	Clock        clock.Clock
 	Logger       *slog.Logger
 }
@@ -72,6 +77,9 @@ func New(seq *sequencer.Sequencer, opts Options) *Handler {
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = 10 * time.Second
 	}
+	if opts.ReadAhead <= 0 {
+		opts.ReadAhead = 256 << 10
+	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
 	}
@@ -84,6 +92,8 @@ func New(seq *sequencer.Sequencer, opts Options) *Handler {
 	}}
 }
 
+// pageSize is the most events one page reads; ReadAhead bounds it by
+// bytes.
 const pageSize = 500
 
 // ErrorFrame is an error message frame: header {op: -1}, body {error, message}.
@@ -272,8 +282,10 @@ func (h *Handler) stream(ctx context.Context, conn *websocket.Conn, cursorParam 
 		}
 	}
 	caughtUp := cursorParam == ""
+	limit := 16 // grown or shrunk to hold about ReadAhead bytes
 	for {
-		events, err := h.seq.After(ctx, last, pageSize)
+		asked := limit
+		events, err := h.seq.After(ctx, last, asked)
 		if err != nil {
 			return err
 		}
@@ -283,13 +295,19 @@ func (h *Handler) stream(ctx context.Context, conn *websocket.Conn, cursorParam 
 				return &streamError{"ConsumerTooSlow", "Stream consumer too slow"}
 			}
 		}
-		for _, e := range events {
+		size := 0
+		for i, e := range events {
 			if err := h.write(conn, e.Frame); err != nil {
 				return err
 			}
 			last = e.Seq
+			size += len(e.Frame)
+			events[i] = sequencer.Stored{} // sent: its frame may go
 		}
-		if len(events) == pageSize {
+		if len(events) > 0 {
+			limit = max(1, min(pageSize, h.opts.ReadAhead*len(events)/max(size, 1)))
+		}
+		if len(events) == asked {
 			continue // more to replay
 		}
 		caughtUp = true

@@ -1,0 +1,99 @@
+package firehose_test
+
+import (
+	"bytes"
+	"context"
+	"net"
+	"runtime"
+	"runtime/pprof"
+	"strings"
+	"testing"
+	"time"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/gorilla/websocket"
+
+	"github.com/fakepds/fakepds/pds/firehose"
+	"github.com/fakepds/fakepds/pds/sequencer"
+)
+
+// blockedWriters counts the handler goroutines stuck writing a frame to a
+// subscriber that does not read.
+func blockedWriters() int {
+	var buf bytes.Buffer
+	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
+	n := 0
+	for g := range strings.SplitSeq(buf.String(), "\n\n") {
+		if strings.Contains(g, "firehose.(*Handler).write") && strings.Contains(g, "poll.(*pollDesc).waitWrite") {
+			n++
+		}
+	}
+	return n
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(time.Minute); !cond(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting for %s after a minute", what)
+		}
+	}
+}
+
+// Subscribers replaying from cursor 0 that never read: each one stalls
+// its handler mid-replay, and each holds no more than its bounded buffer
+// (a page of frames), not a page of 500 events; once they hang up, the
+// handlers end and the heap is back where it was.
+func TestStalledSubscribersHoldBoundedMemory(t *testing.T) {
+	const subscribers, frames, frameSize = 20, 3000, 8 << 10
+	f := setup(t, firehose.Options{WriteTimeout: time.Minute})
+	blocks := make([]byte, frameSize)
+	var batch []sequencer.Event
+	for i := range frames {
+		batch = append(batch, sequencer.Sync(&comatproto.SyncSubscribeRepos_Sync{Did: "did:plc:big", Rev: "3k2aaaaaaaaaa", Blocks: blocks}))
+		if len(batch) == 100 || i == frames-1 {
+			f.append(t, batch...)
+			batch = batch[:0]
+		}
+	}
+	base := liveHeap()
+
+	// Each client asks for a small receive buffer, so the replay, 24 MiB,
+	// is far more than the sockets absorb.
+	dialer := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if err == nil {
+			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
+		}
+		return c, err
+	}}
+	var conns []*websocket.Conn
+	for range subscribers {
+		c, _, err := dialer.DialContext(t.Context(), f.url+"?cursor=0", nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		conns = append(conns, c)
+	}
+	waitFor(t, "every subscriber's handler to stall", func() bool { return blockedWriters() == subscribers })
+	held := liveHeap() - min(base, liveHeap())
+	t.Logf("%d stalled subscribers hold %.1f MiB of heap (%.0f KiB each)", subscribers, float64(held)/(1<<20), float64(held)/subscribers/1024)
+	if perSub := held / subscribers; perSub > 1<<20 {
+		t.Errorf("each stalled subscriber holds %d KiB, want at most 1 MiB", perSub/1024)
+	}
+
+	for _, c := range conns {
+		c.Close()
+	}
+	waitFor(t, "the stalled handlers to end", func() bool { return blockedWriters() == 0 })
+	if after := liveHeap(); after > base+(2<<20) {
+		t.Errorf("after the subscribers left the heap is %.1f MiB above where it was", float64(after-base)/(1<<20))
+	}
+}
