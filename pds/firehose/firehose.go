@@ -43,8 +43,8 @@ type Options struct {
 	// that stops reading costs, besides its socket. 256 KiB when zero; a
 	// single frame larger than it is still sent, one at a time.
 	ReadAhead int
-	Clock        clock.Clock
-	Logger       *slog.Logger
+	Clock     clock.Clock
+	Logger    *slog.Logger
 }
 
 // Handler serves subscribeRepos from seq.
