@@ -3,8 +3,12 @@ package pds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
+	"os"
 	"sync"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/blob"
@@ -70,4 +74,36 @@ func actorOpener(dir string, opts store.Options) actorstore.OpenFunc[*actor] {
 		}
 		return &actor{DB: db}, nil
 	}
+}
+
+// withActor runs fn on did's actor store.
+func (s *Server) withActor(ctx context.Context, did string, fn func(db *store.DB) error) error {
+	return s.withActorStore(ctx, did, func(a *actor) error { return fn(a.DB) })
+}
+
+// withActorStore runs fn on did's open actor store, repo writer included.
+func (s *Server) withActorStore(ctx context.Context, did string, fn func(a *actor) error) error {
+	h, err := s.acquire(ctx, did)
+	if err != nil {
+		return err
+	}
+	defer h.Release()
+	return fn(h.DB)
+}
+
+// errNoRepo is an actor store that does not exist.
+var errNoRepo = errors.New("pds: repo not found")
+
+// withExistingActor runs fn on did's actor store, errNoRepo when did has
+// none (without creating one, as Acquire would).
+func (s *Server) withExistingActor(ctx context.Context, did string, fn func(db *store.DB) error) error {
+	if _, err := syntax.ParseDID(did); err != nil {
+		// A handle in an at:// URI: the reference fails to open a store
+		// named by it, a 500.
+		return fmt.Errorf("pds: actor store of %q: not a DID", did)
+	}
+	if _, err := os.Stat(actorstore.Path(s.actorDir(), did)); err != nil {
+		return errNoRepo
+	}
+	return s.withActor(ctx, did, fn)
 }

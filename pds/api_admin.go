@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"math"
 	"net/http"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,14 +16,14 @@ import (
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
-	"github.com/ipfs/go-cid"
 
 	"github.com/fakepds/fakepds/pds/account"
-	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/plc"
+	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -395,39 +394,13 @@ func (s *Server) adminActivate(ctx context.Context, did string) error {
 	return s.sequenceActivation(ctx, acc)
 }
 
-// errNoRepo is an actor store that does not exist.
-var errNoRepo = errors.New("pds: repo not found")
-
-// withExistingActor runs fn on did's actor store, errNoRepo when did has
-// none (without creating one, as Acquire would).
-func (s *Server) withExistingActor(ctx context.Context, did string, fn func(db *store.DB) error) error {
-	if _, err := syntax.ParseDID(did); err != nil {
-		// A handle in an at:// URI: the reference fails to open a store
-		// named by it, a 500.
-		return fmt.Errorf("pds: actor store of %q: not a DID", did)
-	}
-	if _, err := os.Stat(actorstore.Path(s.actorDir(), did)); err != nil {
-		return errNoRepo
-	}
-	return s.withActor(ctx, did, fn)
-}
-
-func nullable(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
 // takedownRecord sets or clears a record's takedown; a record that does not
 // exist is not an error, a repo that does not exist is a 500, as in the
 // reference.
 func (s *Server) takedownRecord(ctx context.Context, uri syntax.ATURI, ref string) error {
 	return s.withExistingActor(ctx, uri.Authority().String(), func(db *store.DB) error {
 		return db.Write(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `UPDATE record SET takedown_ref = ? WHERE collection = ? AND rkey = ?`,
-				nullable(ref), uri.Collection().String(), uri.RecordKey().String())
-			return err
+			return repo.SetRecordTakedown(ctx, tx, uri.Collection(), uri.RecordKey(), ref)
 		})
 	})
 }
@@ -436,10 +409,7 @@ func (s *Server) takedownRecord(ctx context.Context, uri syntax.ATURI, ref strin
 // rules.
 func (s *Server) takedownBlob(ctx context.Context, did, c, ref string) error {
 	return s.withExistingActor(ctx, did, func(db *store.DB) error {
-		return db.Write(ctx, func(tx *sql.Tx) error {
-			_, err := tx.ExecContext(ctx, `UPDATE blob SET takedown_ref = ? WHERE cid = ?`, nullable(ref), c)
-			return err
-		})
+		return db.Write(ctx, func(tx *sql.Tx) error { return blob.SetTakedown(ctx, tx, c, ref) })
 	})
 }
 
@@ -501,23 +471,16 @@ func (s *Server) repoStatus(ctx context.Context, did string) (*subjectStatusOutp
 func (s *Server) recordStatus(ctx context.Context, uri syntax.ATURI) (*subjectStatusOutput, error) {
 	var out *subjectStatusOutput
 	err := s.withExistingActor(ctx, uri.Authority().String(), func(db *store.DB) error {
-		var raw []byte
-		var ref sql.NullString
-		err := db.Reader().QueryRowContext(ctx, `SELECT cid, takedown_ref FROM record WHERE collection = ? AND rkey = ?`,
-			uri.Collection().String(), uri.RecordKey().String()).Scan(&raw, &ref)
-		if errors.Is(err, sql.ErrNoRows) {
+		c, ref, err := repo.RecordTakedown(ctx, db.Reader(), uri.Collection(), uri.RecordKey())
+		if errors.Is(err, repo.ErrRecordNotFound) {
 			return nil
 		}
 		if err != nil {
 			return err
 		}
-		c, err := cid.Cast(raw)
-		if err != nil {
-			return err
-		}
 		out = &subjectStatusOutput{
 			Subject:  map[string]string{"$type": typeStrongRef, "uri": uri.String(), "cid": c.String()},
-			Takedown: attrOf(ref.String),
+			Takedown: attrOf(ref),
 		}
 		return nil
 	})
@@ -527,9 +490,8 @@ func (s *Server) recordStatus(ctx context.Context, uri syntax.ATURI) (*subjectSt
 func (s *Server) blobStatus(ctx context.Context, did, c string) (*subjectStatusOutput, error) {
 	var out *subjectStatusOutput
 	err := s.withExistingActor(ctx, did, func(db *store.DB) error {
-		var ref sql.NullString
-		err := db.Reader().QueryRowContext(ctx, `SELECT takedown_ref FROM blob WHERE cid = ?`, c).Scan(&ref)
-		if errors.Is(err, sql.ErrNoRows) {
+		ref, err := blob.Takedown(ctx, db.Reader(), c)
+		if errors.Is(err, blob.ErrNotFound) {
 			return nil
 		}
 		if err != nil {
@@ -537,7 +499,7 @@ func (s *Server) blobStatus(ctx context.Context, did, c string) (*subjectStatusO
 		}
 		out = &subjectStatusOutput{
 			Subject:  map[string]string{"$type": typeRepoBlobRef, "did": did, "cid": c},
-			Takedown: attrOf(ref.String),
+			Takedown: attrOf(ref),
 		}
 		return nil
 	})
@@ -552,7 +514,7 @@ func (s *Server) adminUpdateAccountHandle(w http.ResponseWriter, r *http.Request
 	if err := s.setHandle(r.Context(), in.Did, in.Handle); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminUpdateAccountEmail_Input) error {
@@ -581,7 +543,7 @@ func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request,
 	if err := s.accounts.SetEmailAdmin(ctx, acc.DID, strings.ToLower(email)); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminUpdateAccountPassword_Input) error {
@@ -596,7 +558,7 @@ func (s *Server) adminUpdateAccountPassword(w http.ResponseWriter, r *http.Reque
 	if err := s.accounts.SetPasswordAdmin(r.Context(), did, hash); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.AdminDeleteAccount_Input) error {
@@ -604,7 +566,7 @@ func (s *Server) adminDeleteAccount(w http.ResponseWriter, r *http.Request, _ *c
 	if err := s.removeAccount(r.Context(), in.Did); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 // adminEmailSubject is the reference's moderation mailer's default subject.
@@ -645,7 +607,7 @@ func (s *Server) adminSetAccountInvites(disabled bool) xrpc.InputHandler[*caller
 		if err := s.accounts.SetInvitesDisabled(r.Context(), in.Account, disabled); err != nil {
 			return err
 		}
-		return ok(w)
+		return noOutput(w)
 	}
 }
 
@@ -656,7 +618,7 @@ func (s *Server) adminDisableInviteCodes(w http.ResponseWriter, r *http.Request,
 	if err := s.accounts.DisableInviteCodes(r.Context(), in.Codes, in.Accounts); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 var errMalformedCursor = xrpc.InvalidRequest("", "Malformed cursor")

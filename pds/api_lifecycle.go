@@ -12,7 +12,7 @@ import (
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/auth"
-	"github.com/fakepds/fakepds/pds/mail"
+	"github.com/fakepds/fakepds/pds/blob"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/store"
@@ -38,38 +38,6 @@ func (s *Server) registerLifecycle(x *xrpc.Mux) {
 	s.handle(x, xrpc.Query, "com.atproto.server.getAccountInviteCodes", accessFull, s.getAccountInviteCodes)
 }
 
-// withActor runs fn on did's actor store.
-func (s *Server) withActor(ctx context.Context, did string, fn func(db *store.DB) error) error {
-	return s.withActorStore(ctx, did, func(a *actor) error { return fn(a.DB) })
-}
-
-// withActorStore runs fn on did's open actor store, repo writer included.
-func (s *Server) withActorStore(ctx context.Context, did string, fn func(a *actor) error) error {
-	h, err := s.acquire(ctx, did)
-	if err != nil {
-		return err
-	}
-	defer h.Release()
-	return fn(h.DB)
-}
-
-// ok answers a procedure with no output: 200, empty body.
-func ok(w http.ResponseWriter) error {
-	w.WriteHeader(http.StatusOK)
-	return nil
-}
-
-// sendMail captures the email the reference would send.
-func (s *Server) sendMail(acc *account.Account, purpose account.Purpose, token, subject string) {
-	s.outbox.Send(mail.Message{
-		To: acc.Email, DID: acc.DID, Purpose: string(purpose), Token: token, Subject: subject,
-		Body: subject + ": " + token, Time: s.clock.Now(),
-	})
-}
-
-// Outbox holds every email the server would have sent.
-func (s *Server) Outbox() *mail.Outbox { return &s.outbox }
-
 func (s *Server) checkAccountStatus(w http.ResponseWriter, r *http.Request, c *caller) error {
 	ctx := r.Context()
 	acc, err := s.accounts.ByDID(ctx, c.DID)
@@ -82,20 +50,11 @@ func (s *Server) checkAccountStatus(w http.ResponseWriter, r *http.Request, c *c
 			return err
 		}
 		out.RepoCommit, out.RepoRev = head.String(), rev
-		for _, q := range []struct {
-			dst *int64
-			sql string
-		}{
-			{&out.RepoBlocks, `SELECT count(*) FROM repo_block`},
-			{&out.IndexedRecords, `SELECT count(*) FROM record`},
-			{&out.ExpectedBlobs, `SELECT count(DISTINCT blob_cid) FROM record_blob`},
-			{&out.ImportedBlobs, `SELECT count(*) FROM blob`},
-		} {
-			if err := db.Reader().QueryRowContext(ctx, q.sql).Scan(q.dst); err != nil {
-				return err
-			}
+		if out.RepoBlocks, out.IndexedRecords, err = repo.Counts(ctx, db.Reader()); err != nil {
+			return err
 		}
-		return nil
+		out.ExpectedBlobs, out.ImportedBlobs, err = blob.Counts(ctx, db.Reader())
+		return err
 	})
 	if err != nil {
 		return err
@@ -157,7 +116,7 @@ func (s *Server) activateAccount(w http.ResponseWriter, r *http.Request, c *call
 	if err := s.sequenceActivation(ctx, acc); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 // sequenceActivation emits what the reference emits when an account is
@@ -209,7 +168,7 @@ func (s *Server) deactivateAccount(w http.ResponseWriter, r *http.Request, c *ca
 	if _, err := s.seq.Append(ctx, s.clock.Now(), sequencer.Account(c.DID, statusOf(acc))); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 // accountWithEmail finds the caller's account and insists it has an email,
@@ -242,7 +201,7 @@ func (s *Server) emailTokenRequest(purpose account.Purpose, subject string) xrpc
 			return err
 		}
 		s.sendMail(acc, purpose, tok, subject)
-		return ok(w)
+		return noOutput(w)
 	}
 }
 
@@ -278,7 +237,7 @@ func (s *Server) deleteAccount(w http.ResponseWriter, r *http.Request, _ *caller
 	if err := s.removeAccount(ctx, acc.DID); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 // removeAccount deletes an account as the reference does: its rows, its
@@ -318,7 +277,7 @@ func (s *Server) confirmEmail(w http.ResponseWriter, r *http.Request, c *caller,
 	if err := s.accounts.ConfirmEmail(ctx, c.DID, s.clock.Now()); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.ServerRequestPasswordReset_Input) error {
@@ -336,7 +295,7 @@ func (s *Server) requestPasswordReset(w http.ResponseWriter, r *http.Request, _ 
 		return err
 	}
 	s.sendMail(acc, account.PurposeResetPassword, tok, "Password Reset Requested")
-	return ok(w)
+	return noOutput(w)
 }
 
 func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request, _ *caller, in *comatproto.ServerResetPassword_Input) error {
@@ -359,7 +318,7 @@ func (s *Server) resetPassword(w http.ResponseWriter, r *http.Request, _ *caller
 	if err := s.accounts.DeleteEmailToken(ctx, did, account.PurposeResetPassword); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 func (s *Server) requestEmailUpdate(w http.ResponseWriter, r *http.Request, c *caller) error {
@@ -406,7 +365,7 @@ func (s *Server) updateEmail(w http.ResponseWriter, r *http.Request, c *caller, 
 	if err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 // createInviteCodeInput: integers as float64, since the lexicon (as

@@ -1,14 +1,15 @@
 package pds
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/prefs"
 	"github.com/fakepds/fakepds/pds/store"
 	"github.com/fakepds/fakepds/pds/xrpc"
 )
@@ -35,39 +36,33 @@ func prefAllowed(typ string, full bool) bool { return full || typ != personalDet
 
 func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, c *caller) error {
 	full := c.Scope == auth.ScopeAccess
-	prefs := []json.RawMessage{}
+	out := []json.RawMessage{}
 	var age json.RawMessage
+	var stored []prefs.Pref
 	err := s.withActor(r.Context(), c.DID, func(db *store.DB) error {
-		rows, err := db.Reader().QueryContext(r.Context(), `SELECT name, value_json FROM account_pref ORDER BY id`)
-		if err != nil {
-			return err
-		}
-		defer rows.Close()
-		for rows.Next() {
-			var name, value string
-			if err := rows.Scan(&name, &value); err != nil {
-				return err
-			}
-			if !inNamespace(name) || !prefAllowed(name, full) {
-				continue
-			}
-			prefs = append(prefs, json.RawMessage(value))
-			if name == personalDetailsPref {
-				age, _ = declaredAge(value, s.clock.Now())
-			}
-		}
-		return rows.Err()
+		var err error
+		stored, err = prefs.List(r.Context(), db.Reader())
+		return err
 	})
 	if err != nil {
 		return err
 	}
+	for _, p := range stored {
+		if !inNamespace(p.Name) || !prefAllowed(p.Name, full) {
+			continue
+		}
+		out = append(out, json.RawMessage(p.Value))
+		if p.Name == personalDetailsPref {
+			age, _ = declaredAge(p.Value, s.clock.Now())
+		}
+	}
 	if age != nil {
 		// Derived, and last, as the reference appends it.
-		prefs = append(prefs, age)
+		out = append(out, age)
 	}
 	xrpc.WriteJSON(w, http.StatusOK, struct {
 		Preferences []json.RawMessage `json:"preferences"`
-	}{prefs})
+	}{out})
 	return nil
 }
 
@@ -100,7 +95,7 @@ type putPreferencesInput struct {
 
 func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, c *caller, in *putPreferencesInput) error {
 	full := c.Scope == auth.ScopeAccess
-	prefs := make([]pref, 0, len(in.Preferences))
+	put := make([]prefs.Pref, 0, len(in.Preferences))
 	var forbidden []string
 	for _, raw := range in.Preferences {
 		// The lexicon made each one an object with a string $type.
@@ -110,48 +105,33 @@ func (s *Server) putPreferences(w http.ResponseWriter, r *http.Request, c *calle
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return err
 		}
-		prefs = append(prefs, pref{t.Type, string(raw)})
+		put = append(put, prefs.Pref{Name: t.Type, Value: string(raw)})
 	}
-	for _, p := range prefs {
-		if !inNamespace(p.name) {
+	for _, p := range put {
+		if !inNamespace(p.Name) {
 			return xrpc.InvalidRequest("", "Some preferences are not in the %s namespace", prefNamespace)
 		}
-		if !prefAllowed(p.name, full) {
-			forbidden = append(forbidden, p.name)
+		if !prefAllowed(p.Name, full) {
+			forbidden = append(forbidden, p.Name)
 		}
+	}
+	// The declared age is read-only: derived from the birth date, never
+	// stored.
+	put = slices.DeleteFunc(put, func(p prefs.Pref) bool { return p.Name == declaredAgePref })
+	// A session that may not see personal details keeps them as they are.
+	var keep []string
+	if !full {
+		keep = []string{personalDetailsPref}
 	}
 	if len(forbidden) > 0 {
 		return xrpc.InvalidRequest("", "Do not have authorization to set preferences: %s", strings.Join(forbidden, ", "))
 	}
 	ctx := r.Context()
 	err := s.withActor(ctx, c.DID, func(db *store.DB) error {
-		return db.Write(ctx, func(tx *sql.Tx) error { return replacePrefs(ctx, tx, full, prefs) })
+		return db.Write(ctx, func(tx *sql.Tx) error { return prefs.Replace(ctx, tx, prefNamespace, keep, put) })
 	})
 	if err != nil {
 		return err
 	}
-	return ok(w)
-}
-
-type pref struct{ name, value string }
-
-// replacePrefs replaces the namespace's preferences the session may touch
-// (all of them for a full session; all but personal details otherwise).
-func replacePrefs(ctx context.Context, tx *sql.Tx, full bool, prefs []pref) error {
-	q := `DELETE FROM account_pref WHERE (name = 'app.bsky' OR name LIKE 'app.bsky.%')`
-	if !full {
-		q += ` AND name != '` + personalDetailsPref + `'`
-	}
-	if _, err := tx.ExecContext(ctx, q); err != nil {
-		return err
-	}
-	for _, p := range prefs {
-		if p.name == declaredAgePref {
-			continue // read-only: derived from the birth date, never stored
-		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO account_pref (name, value_json) VALUES (?, ?)`, p.name, p.value); err != nil {
-			return err
-		}
-	}
-	return nil
+	return noOutput(w)
 }

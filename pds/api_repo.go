@@ -657,7 +657,7 @@ func (s *Server) importRepo(w http.ResponseWriter, r *http.Request, c *caller) e
 	if err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 // importCAR replaces did's repo with the indexed CAR.

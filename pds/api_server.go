@@ -94,8 +94,6 @@ var protectedLXM = lowerSet(
 	"com.atproto.server.updateEmail",
 )
 
-const nsidGetServiceAuth = "com.atproto.server.getServiceAuth"
-
 func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request, c *caller) error {
 	aud, lxm, expSec := param(r, "aud"), param(r, "lxm"), int64(paramInt(r, "exp", 0))
 	if !validServiceAudience(aud) {

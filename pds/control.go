@@ -45,7 +45,7 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 	})
 	h("DELETE /_fakepds/stats", func(w http.ResponseWriter, r *http.Request) error {
 		s.stats.Reset()
-		return ok(w)
+		return noOutput(w)
 	})
 	h("GET /_fakepds/faults", func(w http.ResponseWriter, r *http.Request) error {
 		xrpc.WriteJSON(w, http.StatusOK, map[string]any{"rules": s.faults.Rules()})
@@ -60,11 +60,11 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 			return xrpc.MissingInput("method")
 		}
 		s.faults.Add(rule)
-		return ok(w)
+		return noOutput(w)
 	})
 	h("DELETE /_fakepds/faults", func(w http.ResponseWriter, r *http.Request) error {
 		s.faults.Clear()
-		return ok(w)
+		return noOutput(w)
 	})
 	h("POST /_fakepds/firehose/drop", func(w http.ResponseWriter, r *http.Request) error {
 		xrpc.WriteJSON(w, http.StatusOK, map[string]int{"dropped": s.firehose.Drop()})

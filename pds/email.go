@@ -3,6 +3,9 @@ package pds
 import (
 	"strings"
 	"unicode/utf8"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/mail"
 )
 
 // validEmail follows the rules of the validator the reference uses
@@ -65,3 +68,14 @@ func c0IsLetter(s string) bool {
 func isAtext(c byte) bool {
 	return isAlnum(c) || strings.IndexByte("!#$%&'*+-/=?^_`{|}~", c) >= 0
 }
+
+// sendMail captures the email the reference would send.
+func (s *Server) sendMail(acc *account.Account, purpose account.Purpose, token, subject string) {
+	s.outbox.Send(mail.Message{
+		To: acc.Email, DID: acc.DID, Purpose: string(purpose), Token: token, Subject: subject,
+		Body: subject + ": " + token, Time: s.clock.Now(),
+	})
+}
+
+// Outbox holds every email the server would have sent.
+func (s *Server) Outbox() *mail.Outbox { return &s.outbox }

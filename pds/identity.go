@@ -198,7 +198,7 @@ func (s *Server) updateHandle(w http.ResponseWriter, r *http.Request, c *caller,
 	if err := s.setHandle(r.Context(), c.DID, in.Handle); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }
 
 // setHandle moves did to handle: a PLC operation, the account row, and an
@@ -368,5 +368,5 @@ func (s *Server) submitPlcOperation(w http.ResponseWriter, r *http.Request, c *c
 	if _, err := s.seq.Append(ctx, s.clock.Now(), sequencer.Identity(c.DID, "")); err != nil {
 		return err
 	}
-	return ok(w)
+	return noOutput(w)
 }

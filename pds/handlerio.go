@@ -8,6 +8,8 @@ import (
 	"github.com/ipfs/go-cid"
 )
 
+// This file holds what handlers share to read a call and answer it.
+
 // The mux checked a call's query parameters against its lexicon before the
 // handler runs (lexval.CheckParams, with the reference's messages), so
 // handlers read them without checks or messages of their own. An empty
@@ -46,4 +48,10 @@ func paramCID(r *http.Request, name string) (*cid.Cid, error) {
 		return nil, fmt.Errorf("%s: a CID the lexicon passed: %w", name, err)
 	}
 	return &c, nil
+}
+
+// noOutput answers a procedure that has no output: 200, an empty body.
+func noOutput(w http.ResponseWriter) error {
+	w.WriteHeader(http.StatusOK)
+	return nil
 }
