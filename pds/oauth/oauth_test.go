@@ -439,3 +439,37 @@ func TestClientAssertion(t *testing.T) {
 		t.Fatalf("replayed assertion: %v", a.body)
 	}
 }
+
+// TestTokenTableBounded: a new session clears the families no refresh
+// could revive, and only those.
+func TestTokenTableBounded(t *testing.T) {
+	ts := newTestServer(t)
+	redirect := "http://127.0.0.1:9999/cb"
+	c := ts.client(loopbackID(redirect, "atproto"))
+	login := func() {
+		t.Helper()
+		a := c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {c.authorize(parForm(redirect, "atproto"))}, "redirect_uri": {redirect}, "code_verifier": {verifier}})
+		if a.status != 200 {
+			t.Fatalf("token: %v", a.body)
+		}
+	}
+	count := func() (n int) {
+		t.Helper()
+		if err := ts.p.db.Reader().QueryRow(`SELECT count(*) FROM token`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	login()
+	login()
+	ts.clock.Advance(30 * 24 * time.Hour)
+	login()
+	if n := count(); n != 3 {
+		t.Fatalf("%d families a month on, want 3 (a confidential one could still refresh)", n)
+	}
+	ts.clock.Advance(refreshLifetimeLong - 29*24*time.Hour) // the first two are past it, the third not
+	login()
+	if n := count(); n != 2 {
+		t.Fatalf("%d families after the longest refresh lifetime, want 2", n)
+	}
+}

@@ -203,6 +203,11 @@ func (d db) exchange(ctx context.Context, code string, now time.Time, mint func(
 		if _, err := tx.Exec(`DELETE FROM request WHERE id = ?`, r.ID); err != nil {
 			return err
 		}
+		// Each new family clears the dead ones, so the table holds only
+		// sessions a refresh could still revive.
+		if err := purgeTokens(tx, now); err != nil {
+			return err
+		}
 		// The code is spent whatever follows: a failed check commits the
 		// delete and returns its error.
 		if !now.Before(r.ExpiresAt) {
@@ -297,10 +302,12 @@ func (d db) deleteToken(ctx context.Context, id string) error {
 }
 
 // purgeTokens drops the families no refresh can revive: idle longer than
-// the refresh lifetime.
+// the longest refresh lifetime (a confidential client's).
 func (d db) purgeTokens(ctx context.Context, now time.Time) error {
-	return d.Write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.Exec(`DELETE FROM token WHERE updated_at <= ?`, ms(now.Add(-refreshLifetime)))
-		return err
-	})
+	return d.Write(ctx, func(tx *sql.Tx) error { return purgeTokens(tx, now) })
+}
+
+func purgeTokens(tx *sql.Tx, now time.Time) error {
+	_, err := tx.Exec(`DELETE FROM token WHERE updated_at <= ?`, ms(now.Add(-refreshLifetimeLong)))
+	return err
 }
