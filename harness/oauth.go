@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"testing"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/auth/oauth"
 )
@@ -127,4 +128,36 @@ func (a *Account) OAuthSession(t testing.TB, scopes ...string) *oauth.ClientSess
 	}
 	cfg := oauth.NewLocalhostConfig("http://127.0.0.1/callback", scopes)
 	return a.LoginOAuth(t, oauth.NewClientApp(&cfg, oauth.NewMemStore()))
+}
+
+// OAuthGrant is one of an account's OAuth sessions, as its account page
+// lists the apps signed in.
+type OAuthGrant struct {
+	ClientID  string    `json:"clientId"`
+	Scope     string    `json:"scope"`
+	CreatedAt time.Time `json:"createdAt"`
+	UpdatedAt time.Time `json:"updatedAt"` // the last sign-in or refresh
+}
+
+// OAuthGrants lists the account's OAuth sessions, newest first.
+func (a *Account) OAuthGrants(t testing.TB) []OAuthGrant {
+	t.Helper()
+	var out struct {
+		Sessions []OAuthGrant `json:"sessions"`
+	}
+	a.pds.power(t, "OAuthGrants", http.MethodGet, "oauth/sessions?"+url.Values{"account": {a.DID.String()}}.Encode(), nil, &out)
+	return out.Sessions
+}
+
+// RevokeOAuth signs the app clientID out of the account ("" signs every
+// app out), as the user would from their account page, and says how many
+// sessions ended. Their refresh tokens stop working at once; access tokens
+// already issued last until they expire, as on the reference.
+func (a *Account) RevokeOAuth(t testing.TB, clientID string) int {
+	t.Helper()
+	var out struct {
+		Revoked int `json:"revoked"`
+	}
+	a.pds.power(t, "RevokeOAuth", http.MethodDelete, "oauth/sessions?"+url.Values{"account": {a.DID.String()}, "client_id": {clientID}}.Encode(), nil, &out)
+	return out.Revoked
 }

@@ -253,3 +253,30 @@ func TestOAuthDPoPChecks(t *testing.T) {
 		t.Fatalf("refresh with the current token after a replay: %v", err)
 	}
 }
+
+// TestOAuthGrantsAndRevoke: the account side lists the apps signed in and
+// signs one out; that app can no longer refresh, the other still can.
+func TestOAuthGrantsAndRevoke(t *testing.T) {
+	t.Parallel()
+	p := harness.Shared(t)
+	a := p.NewAccount(t)
+	one := a.OAuthSession(t, "atproto")
+	two := a.OAuthSession(t, "atproto", "transition:generic")
+	grants := a.OAuthGrants(t)
+	if len(grants) != 2 || grants[0].Scope != "atproto transition:generic" || grants[1].ClientID != one.Config.ClientID {
+		t.Fatalf("grants: %+v", grants)
+	}
+	if n := a.RevokeOAuth(t, one.Config.ClientID); n != 1 {
+		t.Fatalf("revoked %d sessions, want 1", n)
+	}
+	if _, err := one.RefreshTokens(t.Context()); err == nil || !strings.Contains(err.Error(), "invalid_grant") {
+		t.Fatalf("refresh of a revoked app: %v", err)
+	}
+	if _, err := two.RefreshTokens(t.Context()); err != nil {
+		t.Fatalf("refresh of the other app: %v", err)
+	}
+	if got := a.OAuthGrants(t); len(got) != 1 || got[0].ClientID != two.Config.ClientID {
+		t.Fatalf("grants after revoking one: %+v", got)
+	}
+}
+

@@ -27,6 +27,7 @@ import (
 //	GET    /_fakepds/outbox           captured emails (?to=<email or DID>&purpose=...)
 //	GET    /_fakepds/seq              {"seq": newest firehose seq}
 //	POST   /_fakepds/oauth/authorize  {"url", "account", "deny"} signs in and consents (or denies) without a browser: {"redirect"}
+//	GET    /_fakepds/oauth/sessions   ?account=<handle or DID>: the account's OAuth sessions; DELETE (&client_id=, or all) revokes them
 func (s *Server) controlRoutes(mux *http.ServeMux) {
 	h := func(pattern string, fn func(w http.ResponseWriter, r *http.Request) error) {
 		mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -109,6 +110,8 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 		return nil
 	})
 	h("POST /_fakepds/oauth/authorize", s.approveOAuth)
+	h("GET /_fakepds/oauth/sessions", s.oauthSessions)
+	h("DELETE /_fakepds/oauth/sessions", s.oauthSessions)
 	h("GET /_fakepds/seq", func(w http.ResponseWriter, r *http.Request) error {
 		seq, err := s.seq.Head(r.Context())
 		if err != nil {

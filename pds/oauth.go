@@ -128,3 +128,32 @@ func (s *Server) approveOAuth(w http.ResponseWriter, r *http.Request) error {
 	xrpc.WriteJSON(w, http.StatusOK, map[string]string{"redirect": dest})
 	return nil
 }
+
+// oauthSessions is the control plane's account side of OAuth:
+// GET /_fakepds/oauth/sessions?account=<handle or DID> lists the account's
+// sessions; DELETE (with &client_id=, or all) revokes them.
+func (s *Server) oauthSessions(w http.ResponseWriter, r *http.Request) error {
+	q := r.URL.Query()
+	id := q.Get("account")
+	if id == "" {
+		return xrpc.InvalidRequest("", "Error: Params must have the property \"account\"")
+	}
+	acc, err := oauthAccounts{s}.Account(r.Context(), id)
+	if err != nil {
+		return xrpc.InvalidRequest("", "Unknown account %q", id)
+	}
+	if r.Method == http.MethodDelete {
+		n, err := s.oauth.RevokeSessions(r.Context(), acc.DID, q.Get("client_id"))
+		if err != nil {
+			return err
+		}
+		xrpc.WriteJSON(w, http.StatusOK, map[string]int{"revoked": n})
+		return nil
+	}
+	list, err := s.oauth.Sessions(r.Context(), acc.DID)
+	if err != nil {
+		return err
+	}
+	xrpc.WriteJSON(w, http.StatusOK, map[string]any{"sessions": list})
+	return nil
+}

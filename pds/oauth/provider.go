@@ -258,3 +258,36 @@ func randomID(prefix string, n int) string {
 	_, _ = rand.Read(b)
 	return prefix + hex.EncodeToString(b)
 }
+
+// Session is an account's OAuth session (a token family), as the
+// account side sees it.
+type Session struct {
+	ClientID  string    `json:"clientId"`
+	Scope     string    `json:"scope"`
+	CreatedAt time.Time `json:"createdAt"`
+	// UpdatedAt is the last sign-in or refresh.
+	UpdatedAt time.Time `json:"updatedAt"`
+}
+
+// Sessions lists the account's OAuth sessions, newest first: what the
+// reference's account page shows as the apps signed in.
+func (p *Provider) Sessions(ctx context.Context, did string) ([]Session, error) {
+	rows, err := p.db.tokensOf(ctx, did)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Session, 0, len(rows))
+	for _, t := range rows {
+		out = append(out, Session{ClientID: t.ClientID, Scope: t.Params.Scope, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()})
+	}
+	return out, nil
+}
+
+// RevokeSessions ends the account's OAuth sessions with one client (all
+// clients when clientID is ""), as signing an app out on the account page
+// does: their refresh tokens stop working at once; access tokens already
+// issued run out (as on the reference, they are not looked up).
+func (p *Provider) RevokeSessions(ctx context.Context, did, clientID string) (int, error) {
+	n, err := p.db.deleteTokensOf(ctx, did, clientID)
+	return int(n), err
+}

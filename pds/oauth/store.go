@@ -311,3 +311,35 @@ func purgeTokens(tx *sql.Tx, now time.Time) error {
 	_, err := tx.Exec(`DELETE FROM token WHERE updated_at <= ?`, ms(now.Add(-refreshLifetimeLong)))
 	return err
 }
+
+// tokensOf lists an account's families, newest first.
+func (d db) tokensOf(ctx context.Context, did string) ([]*tokenRow, error) {
+	rows, err := d.Reader().QueryContext(ctx, `SELECT `+tokenCols+` FROM token WHERE did = ? ORDER BY created_at DESC, rowid DESC`, did)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []*tokenRow
+	for rows.Next() {
+		t, err := scanToken(rows)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, t)
+	}
+	return out, rows.Err()
+}
+
+// deleteTokensOf ends an account's families, of one client or of all
+// ("").
+func (d db) deleteTokensOf(ctx context.Context, did, clientID string) (n int64, err error) {
+	err = d.Write(ctx, func(tx *sql.Tx) error {
+		res, err := tx.Exec(`DELETE FROM token WHERE did = ? AND (? = '' OR client_id = ?)`, did, clientID, clientID)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return n, err
+}
