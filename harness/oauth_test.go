@@ -279,4 +279,3 @@ func TestOAuthGrantsAndRevoke(t *testing.T) {
 		t.Fatalf("grants after revoking one: %+v", got)
 	}
 }
-
