@@ -32,6 +32,7 @@ import (
 	"github.com/fakepds/fakepds/pds/clock"
 	"github.com/fakepds/fakepds/pds/faults"
 	"github.com/fakepds/fakepds/pds/firehose"
+	"github.com/fakepds/fakepds/pds/jetstream"
 	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/oauth"
 	"github.com/fakepds/fakepds/pds/plc"
@@ -150,6 +151,8 @@ type Server struct {
 	imports  chan struct{}  // a token per importRepo parsing or writing
 	settings store.Settings // of the account database, as read back
 
+	jetstream *jetstream.Handler // serves /subscribe
+
 	clock  clock.Clock
 	tokens *auth.Tokens
 	hasher auth.Hasher
@@ -249,6 +252,7 @@ func (s *Server) open(ctx context.Context) error {
 	s.actors.Wait = s.cfg.SlotWait
 	s.imports = make(chan struct{}, s.cfg.ImportConcurrency)
 	s.firehose = firehose.New(s.seq, firehose.Options{Clock: s.clock, Logger: s.log})
+	s.jetstream = jetstream.New(s.seq, jetstream.Options{Clock: s.clock, Logger: s.log})
 	s.settings = s.accounts.DB().Settings()
 
 	// The JWT secret lives in the account database so sessions survive a
@@ -511,6 +515,9 @@ func (s *Server) Close() error {
 		if s.firehose != nil {
 			s.firehose.Close()
 		}
+		if s.jetstream != nil {
+			s.jetstream.Close()
+		}
 		errs = append(errs, s.closeStoresMarked(idle))
 		if s.tempDir {
 			errs = append(errs, os.RemoveAll(s.dataDir))
@@ -565,6 +572,7 @@ func (s *Server) routes() http.Handler {
 	})
 	s.xrpc = x
 	mux.Handle("/xrpc/", x)
+	mux.Handle("GET "+jetstream.Path, s.jetstream)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)
 	mux.HandleFunc("GET /robots.txt", s.robots)

@@ -34,6 +34,7 @@ import (
 	"github.com/fakepds/fakepds/harness"
 	"github.com/fakepds/fakepds/pds"
 	"github.com/fakepds/fakepds/pds/env"
+	"github.com/fakepds/fakepds/pds/jetstream"
 	"github.com/fakepds/fakepds/pds/stats"
 )
 
@@ -87,6 +88,9 @@ type Ready struct {
 	AdminPassword string `json:"adminPassword"`
 	Fsync         bool   `json:"fsync"`
 	Dir           string `json:"dir"`
+
+	// JetstreamURL is the ws:// URL of the PDS's Jetstream (/subscribe).
+	JetstreamURL string `json:"jetstreamUrl"`
 	// Accounts are the fixture's accounts, with --fixtures.
 	Accounts []ReadyAccount `json:"accounts,omitempty"`
 }
@@ -208,7 +212,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if *envLines {
 		io.WriteString(stdout, exports(srv, loaded))
 	} else {
-		ready := Ready{URL: srv.URL(), PLCURL: srv.PLCURL(), AdminPassword: srv.AdminPassword(), Fsync: srv.Fsync(), Dir: srv.DataDir()}
+		ready := Ready{URL: srv.URL(), PLCURL: srv.PLCURL(), AdminPassword: srv.AdminPassword(), JetstreamURL: jetstream.URL(srv.URL()), Fsync: srv.Fsync(), Dir: srv.DataDir()}
 		if loaded != nil {
 			for _, a := range loaded.Accounts {
 				ready.Accounts = append(ready.Accounts, ReadyAccount{Name: a.Name, Handle: a.Handle.String(), DID: a.DID.String(), Password: a.Password})
@@ -365,7 +369,8 @@ Usage:
                 [--dir DIR] [--fixtures FILE] [--env]
       Serve until SIGINT or SIGTERM. Once the server answers (and the
       fixture, if any, is loaded), print one JSON line on stdout:
-      {"url", "plcUrl", "adminPassword", "fsync", "dir", "accounts"}
+      {"url", "plcUrl", "adminPassword", "fsync", "dir", "jetstreamUrl",
+      "accounts"}
       ("accounts": the fixture's, each {"name", "handle", "did",
       "password"}). Logs go to stderr.
       --addr HOST:PORT the URL names HOST as given (a name stays a name);

@@ -16,6 +16,7 @@ import (
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/gorilla/websocket"
 
 	"github.com/fakepds/fakepds/pds/env"
 )
@@ -71,6 +72,7 @@ func TestServe(t *testing.T) {
 				AdminPassword string `json:"adminPassword"`
 				Fsync         *bool  `json:"fsync"`
 				Dir           string `json:"dir"`
+				JetstreamURL  string `json:"jetstreamUrl"`
 			}
 			if err := json.Unmarshal(sc.Bytes(), &ready); err != nil {
 				t.Fatalf("line %q: %v", sc.Text(), err)
@@ -90,6 +92,14 @@ func TestServe(t *testing.T) {
 			}
 			if resp, err := http.Get(ready.PLCURL + "/_health"); err != nil || resp.StatusCode != 200 {
 				t.Fatalf("PLC health: %v", err)
+			}
+			if ready.JetstreamURL != "ws"+strings.TrimPrefix(ready.URL, "http")+"/subscribe" {
+				t.Fatalf("jetstreamUrl %q for url %q", ready.JetstreamURL, ready.URL)
+			}
+			if conn, _, err := websocket.DefaultDialer.Dial(ready.JetstreamURL, nil); err != nil {
+				t.Fatalf("Jetstream: %v", err)
+			} else {
+				conn.Close()
 			}
 			if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 				t.Fatal(err)

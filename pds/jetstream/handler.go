@@ -1,0 +1,439 @@
+package jetstream
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+	"unicode/utf8"
+
+	"github.com/bluesky-social/jetstream/pkg/models"
+	"github.com/gorilla/websocket"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/sequencer"
+)
+
+// Path is where the PDS mounts the handler, as Jetstream serves it.
+const Path = "/subscribe"
+
+// Options tune the handler; zero values take the defaults.
+type Options struct {
+	// Lookback is how far back a cursor replays; an older one starts at
+	// the oldest event within it, silently, as Jetstream's v1 does. The
+	// default is Jetstream's, 36 hours.
+	Lookback time.Duration
+	// MaxBacklog is how many sequencer events a live subscriber may fall
+	// behind the head before it is cut off (default 50,000: the size of
+	// the legacy Jetstream's per-subscriber outbox).
+	MaxBacklog int64
+	// WriteTimeout bounds one frame's write (default 10 s, Jetstream's).
+	WriteTimeout time.Duration
+	Clock        clock.Clock
+	Logger       *slog.Logger
+}
+
+// Handler serves /subscribe from a sequencer.
+type Handler struct {
+	seq  *sequencer.Sequencer
+	opts Options
+	up   websocket.Upgrader
+
+	// Upgraded connections are hijacked: http.Server.Shutdown does not
+	// end them, Close does.
+	mu     sync.Mutex
+	conns  map[*websocket.Conn]context.CancelFunc
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// New returns the /subscribe handler.
+func New(seq *sequencer.Sequencer, opts Options) *Handler {
+	if opts.Lookback == 0 {
+		opts.Lookback = 36 * time.Hour
+	}
+	if opts.MaxBacklog == 0 {
+		opts.MaxBacklog = 50_000
+	}
+	if opts.WriteTimeout == 0 {
+		opts.WriteTimeout = 10 * time.Second
+	}
+	if opts.Clock == nil {
+		opts.Clock = clock.Real{}
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	return &Handler{seq: seq, opts: opts, conns: map[*websocket.Conn]context.CancelFunc{}, up: websocket.Upgrader{
+		CheckOrigin: func(*http.Request) bool { return true }, // browsers are welcome, as on Jetstream
+	}}
+}
+
+// encoder compresses as the legacy Jetstream does (its dictionary, a
+// 128 KiB window), so its decoder reads our frames. EncodeAll is safe for
+// concurrent use.
+var encoder = sync.OnceValues(func() (*zstd.Encoder, error) {
+	return zstd.NewWriter(nil, zstd.WithEncoderDict(models.ZSTDDictionary),
+		zstd.WithWindowSize(1<<17), zstd.WithEncoderConcurrency(1))
+})
+
+// Dictionary is the zstd dictionary compressed frames need: Jetstream's,
+// from its Go module.
+func Dictionary() []byte { return models.ZSTDDictionary }
+
+// subscription is one subscriber's fixed choices; its filter changes with
+// options_update.
+type subscription struct {
+	conn     *websocket.Conn
+	compress bool
+	filter   atomic.Pointer[filter]
+	hello    chan struct{} // closed by the first valid options_update
+	helloed  sync.Once
+}
+
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q, err := url.ParseQuery(r.URL.RawQuery)
+	if err != nil {
+		http.Error(w, fmt.Sprintf("%v: %v", ErrInvalidOptions, err), http.StatusBadRequest)
+		return
+	}
+	compress := q.Get("compress") == "true" || strings.Contains(r.Header.Get("Socket-Encoding"), "zstd")
+	if compress && strings.Contains(r.Header.Get("Sec-WebSocket-Extensions"), "permessage-deflate") {
+		// Today's Jetstream refuses both at once; it would compress twice.
+		http.Error(w, "choose one compression scheme: custom zstd (compress=true / Socket-Encoding: zstd) or permessage-deflate, not both", http.StatusBadRequest)
+		return
+	}
+	f, err := newFilter(q["wantedCollections"], q["wantedDids"], maxSizeParam(q.Get("maxMessageSizeBytes")))
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	// The starting point is fixed before the upgrade answers: once the
+	// client's dial returns, every later append reaches it. The wake-up
+	// channel is taken before the head is read, so an append in between
+	// is not missed.
+	changed := h.seq.Changed()
+	start, err := h.start(r.Context(), q.Get("cursor"))
+	if err != nil {
+		var bad badCursor
+		if errors.As(err, &bad) {
+			http.Error(w, bad.Error(), http.StatusBadRequest)
+			return
+		}
+		h.opts.Logger.Error("jetstream: starting point", "err", err)
+		http.Error(w, "event log unavailable", http.StatusServiceUnavailable)
+		return
+	}
+
+	conn, err := h.up.Upgrade(w, r, nil)
+	if err != nil {
+		return // the upgrader has answered
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
+	defer cancel()
+	if !h.track(conn, cancel) {
+		h.closeWith(conn, websocket.CloseGoingAway, "server shutting down")
+		return
+	}
+	defer h.untrack(conn)
+
+	sub := &subscription{conn: conn, compress: compress, hello: make(chan struct{})}
+	sub.filter.Store(f)
+	conn.SetReadLimit(MaxMessageBytes)
+	go func() {
+		defer cancel()
+		h.read(sub)
+	}()
+	if q.Get("requireHello") == "true" {
+		select {
+		case <-sub.hello:
+		case <-ctx.Done():
+			return
+		}
+	}
+	if err := h.stream(ctx, sub, start, changed); err != nil && ctx.Err() == nil {
+		var slow tooSlow
+		if errors.As(err, &slow) {
+			h.closeWith(conn, websocket.ClosePolicyViolation, slow.Error())
+			return
+		}
+		h.opts.Logger.Debug("jetstream subscriber ended", "err", err)
+	}
+}
+
+// read applies the subscriber's options_update messages; a malformed or
+// invalid one ends the subscription, as on Jetstream, and other types are
+// ignored.
+func (h *Handler) read(sub *subscription) {
+	for {
+		typ, msg, err := sub.conn.ReadMessage()
+		if err != nil {
+			return
+		}
+		if typ != websocket.TextMessage {
+			continue
+		}
+		var m subscriberMessage
+		if err := json.Unmarshal(msg, &m); err != nil {
+			h.closeWith(sub.conn, websocket.CloseInvalidFramePayloadData, "bad subscriber sourced message")
+			return
+		}
+		if m.Type != "options_update" {
+			continue
+		}
+		var u OptionsUpdate
+		if err := json.Unmarshal(m.Payload, &u); err != nil {
+			h.closeWith(sub.conn, websocket.CloseInvalidFramePayloadData, "bad options_update payload")
+			return
+		}
+		f, err := newFilter(u.WantedCollections, u.WantedDIDs, u.MaxMessageSizeBytes)
+		if err != nil {
+			h.closeWith(sub.conn, websocket.ClosePolicyViolation, err.Error())
+			return
+		}
+		sub.filter.Store(f)
+		sub.helloed.Do(func() { close(sub.hello) })
+	}
+}
+
+// closeWith sends a close frame (its reason cut to what a frame holds) and
+// closes the connection.
+func (h *Handler) closeWith(conn *websocket.Conn, code int, reason string) {
+	if len(reason) > 123 {
+		cut := 120
+		for cut > 0 && !utf8.RuneStart(reason[cut]) {
+			cut--
+		}
+		reason = reason[:cut] + "..."
+	}
+	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(code, reason), time.Now().Add(time.Second))
+	_ = conn.Close()
+}
+
+func (h *Handler) track(conn *websocket.Conn, cancel context.CancelFunc) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return false
+	}
+	h.conns[conn] = cancel
+	h.wg.Add(1)
+	return true
+}
+
+func (h *Handler) untrack(conn *websocket.Conn) {
+	h.mu.Lock()
+	delete(h.conns, conn)
+	h.mu.Unlock()
+	h.wg.Done()
+}
+
+// Close ends every subscription (with a going-away close frame) and waits
+// for them, so nothing reads the sequencer after it closes.
+func (h *Handler) Close() {
+	h.mu.Lock()
+	h.closed = true
+	for conn, cancel := range h.conns {
+		cancel()
+		h.closeWith(conn, websocket.CloseGoingAway, "server shutting down")
+	}
+	h.mu.Unlock()
+	h.wg.Wait()
+}
+
+// Subscribers is how many subscriptions are being served now.
+func (h *Handler) Subscribers() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.conns)
+}
+
+type badCursor struct{ raw string }
+
+func (b badCursor) Error() string { return "invalid cursor: " + b.raw }
+
+type tooSlow struct{ behind int64 }
+
+func (s tooSlow) Error() string {
+	return fmt.Sprintf("consumer too slow: %d events behind", s.behind)
+}
+
+// seqCursorLimit splits the cursor's two readings, as today's Jetstream
+// does: below it a seq cursor, from it on unix microseconds.
+const seqCursorLimit = 1_000_000_000_000_000
+
+// position is where a walk starts (after seq after) and the first op it
+// sends: every op before from is stamped but not sent.
+type position struct {
+	after int64
+	from  func(e *Event) bool
+}
+
+// start resolves the cursor parameter.
+func (h *Handler) start(ctx context.Context, raw string) (position, error) {
+	head, err := h.seq.Head(ctx)
+	if err != nil {
+		return position{}, err
+	}
+	live := func() (position, error) {
+		// The walk starts before the head, so that the events after it
+		// are stamped as every walk stamps them.
+		after, err := h.walkBefore(ctx, head)
+		return position{after: after, from: func(e *Event) bool { return e.Cursor >= CursorOf(head+1, 0) }}, err
+	}
+	if raw == "" {
+		return live()
+	}
+	n, err := strconv.ParseInt(raw, 10, 64)
+	if err != nil || n < 0 {
+		return position{}, badCursor{raw}
+	}
+	now := h.opts.Clock.Now()
+	floor := now.Add(-h.opts.Lookback).UnixMicro()
+	if n < seqCursorLimit {
+		seq := n / opsPerSeq
+		if seq > head {
+			return live()
+		}
+		evs, err := h.seq.After(ctx, max(seq-1, 0), 1)
+		if err != nil {
+			return position{}, err
+		}
+		if len(evs) == 0 {
+			return live()
+		}
+		if evs[0].Time.UnixMicro() >= floor {
+			after, err := h.walkBefore(ctx, evs[0].Seq)
+			return position{after: after, from: func(e *Event) bool { return e.Cursor >= n }}, err
+		}
+		n = floor // older than the lookback: from its start
+	} else if n > now.UnixMicro() {
+		return live()
+	}
+	n = max(n, floor)
+	after, err := h.seq.LastBefore(ctx, time.UnixMicro(n).Add(-raceBound))
+	return position{after: after, from: func(e *Event) bool { return e.TimeUS >= n }}, err
+}
+
+// raceBound is more than the time between a write taking its time and
+// the sequencer appending it; a walk starts this long before the first
+// event it needs to stamp (see stamper).
+const raceBound = time.Second
+
+// walkBefore is the seq to walk from so that the event at seq is stamped
+// as every walk stamps it.
+func (h *Handler) walkBefore(ctx context.Context, seq int64) (int64, error) {
+	if seq == 0 {
+		return 0, nil
+	}
+	evs, err := h.seq.After(ctx, seq-1, 1)
+	if err != nil || len(evs) == 0 {
+		return seq, err
+	}
+	return h.seq.LastBefore(ctx, evs[0].Time.Add(-raceBound))
+}
+
+const pageSize = 500
+
+// stream walks the event log from start and sends what the subscriber
+// wants, then follows the log live.
+func (h *Handler) stream(ctx context.Context, sub *subscription, start position, changed <-chan struct{}) error {
+	last, from := start.after, start.from
+	var st stamper
+	caughtUp := false // the first page may hold events before the head: no backlog check
+	ping := time.NewTicker(30 * time.Second)
+	defer ping.Stop()
+	for {
+		stored, err := h.seq.After(ctx, last, pageSize)
+		if err != nil {
+			return err
+		}
+		if len(stored) > 0 && caughtUp {
+			if head, err := h.seq.Head(ctx); err == nil && head-last > h.opts.MaxBacklog {
+				return tooSlow{head - last}
+			}
+		}
+		for _, e := range stored {
+			if err := h.send(sub, e, &st, &from); err != nil {
+				return err
+			}
+			last = e.Seq
+		}
+		if len(stored) == pageSize {
+			continue // more to replay
+		}
+		caughtUp = true
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-changed:
+			changed = h.seq.Changed()
+		case <-ping.C:
+			if err := sub.conn.WriteControl(websocket.PingMessage, nil, time.Now().Add(h.opts.WriteTimeout)); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// send stamps one stored event's Jetstream events and writes those the
+// subscriber wants. from is the walk's start, nil once it is passed.
+func (h *Handler) send(sub *subscription, e sequencer.Stored, st *stamper, from *func(*Event) bool) error {
+	d, err := decode(e)
+	if err != nil {
+		// One event we cannot read must not end every subscription.
+		h.opts.Logger.Error("jetstream: skipping an event", "err", err)
+		return nil
+	}
+	st.stamp(&d)
+	f := sub.filter.Load()
+	for i := range d.events {
+		ev := &d.events[i]
+		if *from != nil {
+			if !(*from)(ev) {
+				continue
+			}
+			*from = nil
+		}
+		if !f.wants(ev) {
+			continue
+		}
+		msg, err := json.Marshal(ev)
+		if err != nil {
+			return err
+		}
+		if f.maxSize > 0 && len(msg) > f.maxSize {
+			continue // as Jetstream: measured before compression
+		}
+		typ := websocket.TextMessage
+		if sub.compress {
+			enc, err := encoder()
+			if err != nil {
+				return err
+			}
+			msg, typ = enc.EncodeAll(msg, nil), websocket.BinaryMessage
+		}
+		if err := sub.conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil {
+			return err
+		}
+		if err := sub.conn.WriteMessage(typ, msg); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// URL is the ws:// (or wss://) URL of the Jetstream of the PDS at pdsURL.
+func URL(pdsURL string) string {
+	return "ws" + strings.TrimPrefix(strings.TrimSuffix(pdsURL, "/"), "http") + Path
+}
