@@ -63,30 +63,45 @@ func newCatalog() *catalog {
 // record returns the compiled schema of a record type, or nil when the
 // catalog has no record type of that name.
 func (c *catalog) record(collection string) (*node, error) {
-	if n, ok := c.records.Load(collection); ok {
-		return n.(*node), nil
+	return compiled(c, &c.records, collection, func() (*node, error) {
+		// A lexicon without a main record def (defs, queries) is no
+		// record type.
+		s, err := c.base.Resolve(collection)
+		if err != nil || !isRecord(s) {
+			return nil, nil
+		}
+		n, err := c.def(collection)
+		if err != nil {
+			return nil, fmt.Errorf("lexval: compiling %s: %w", collection, err)
+		}
+		return n, nil
+	})
+}
+
+// compiled is m's entry for nsid (a record type, a method's params or
+// input), compiled on first use under c.mu once nsid's lexicon is loaded;
+// nil when the catalog has no lexicon of that name, which is not cached.
+func compiled[T any](c *catalog, m *sync.Map, nsid string, compile func() (*T, error)) (*T, error) {
+	if v, ok := m.Load(nsid); ok {
+		return v.(*T), nil
 	}
-	if _, ok := c.paths[collection]; !ok {
-		return nil, nil // no lexicon: nothing to cache either
+	if _, ok := c.paths[nsid]; !ok {
+		return nil, nil
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n, ok := c.records.Load(collection); ok {
-		return n.(*node), nil
+	if v, ok := m.Load(nsid); ok {
+		return v.(*T), nil
 	}
-	if err := c.load(collection); err != nil {
+	if err := c.load(nsid); err != nil {
 		return nil, err
 	}
-	var n *node
-	// A lexicon without a main record def (defs, queries) is no record
-	// type.
-	if s, err := c.base.Resolve(collection); err == nil && isRecord(s) {
-		if n, err = c.def(collection); err != nil {
-			return nil, fmt.Errorf("lexval: compiling %s: %w", collection, err)
-		}
+	v, err := compile()
+	if err != nil {
+		return nil, err
 	}
-	c.records.Store(collection, n)
-	return n, nil
+	m.Store(nsid, v)
+	return v, nil
 }
 
 func isRecord(s *lexicon.Schema) bool {

@@ -103,32 +103,20 @@ type methodInput struct {
 // input compiles a procedure's input, nil when it has none or the catalog
 // does not know it.
 func (c *catalog) input(nsid string) (*methodInput, error) {
-	if in, ok := c.inputs.Load(nsid); ok {
-		return in.(*methodInput), nil
-	}
-	if _, ok := c.paths[nsid]; !ok {
-		return nil, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if in, ok := c.inputs.Load(nsid); ok {
-		return in.(*methodInput), nil
-	}
-	if err := c.load(nsid); err != nil {
-		return nil, err
-	}
-	s, err := c.base.Resolve(nsid)
-	if err != nil {
-		return nil, err
-	}
-	var in *methodInput
-	if d, ok := s.Def.(lexicon.SchemaProcedure); ok && d.Input != nil {
-		in = &methodInput{encoding: d.Input.Encoding}
+	return compiled(c, &c.inputs, nsid, func() (*methodInput, error) {
+		s, err := c.base.Resolve(nsid)
+		if err != nil {
+			return nil, err
+		}
+		d, ok := s.Def.(lexicon.SchemaProcedure)
+		if !ok || d.Input == nil {
+			return nil, nil
+		}
+		in := &methodInput{encoding: d.Input.Encoding}
 		if sd := d.Input.Schema; sd != nil {
 			if o, ok := sd.Inner.(lexicon.SchemaObject); ok {
-				n := &node{kind: kObject}
-				err = c.object(n, nsid, &o, c.order[nsid+"#main/input"])
-				in.schema = n
+				in.schema = &node{kind: kObject}
+				err = c.object(in.schema, nsid, &o, c.order[nsid+"#main/input"])
 			} else {
 				in.schema, err = c.contained(nsid, sd.Inner)
 			}
@@ -136,9 +124,8 @@ func (c *catalog) input(nsid string) (*methodInput, error) {
 				return nil, fmt.Errorf("lexval: compiling %s input: %w", nsid, err)
 			}
 		}
-	}
-	c.inputs.Store(nsid, in)
-	return in, nil
+		return in, nil
+	})
 }
 
 // foldedKey is the issue for a key that differs only in case from a

@@ -121,40 +121,30 @@ func (o *object) set(key string, v any) {
 // parameters returns the compiled parameters of a method, nil when it has
 // none or the catalog does not know it.
 func (c *catalog) parameters(nsid string) (*node, error) {
-	if n, ok := c.params.Load(nsid); ok {
-		return n.(*node), nil
-	}
-	if _, ok := c.paths[nsid]; !ok {
-		return nil, nil
-	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if err := c.load(nsid); err != nil {
-		return nil, err
-	}
-	s, err := c.base.Resolve(nsid)
-	if err != nil {
-		return nil, err
-	}
-	var ps *lexicon.SchemaParams
-	switch d := s.Def.(type) {
-	case lexicon.SchemaQuery:
-		ps = d.Parameters
-	case lexicon.SchemaProcedure:
-		ps = d.Parameters
-	case lexicon.SchemaSubscription:
-		ps = d.Parameters
-	}
-	var n *node
-	if ps != nil && len(ps.Properties) > 0 {
-		n = &node{kind: kObject}
+	return compiled(c, &c.params, nsid, func() (*node, error) {
+		s, err := c.base.Resolve(nsid)
+		if err != nil {
+			return nil, err
+		}
+		var ps *lexicon.SchemaParams
+		switch d := s.Def.(type) {
+		case lexicon.SchemaQuery:
+			ps = d.Parameters
+		case lexicon.SchemaProcedure:
+			ps = d.Parameters
+		case lexicon.SchemaSubscription:
+			ps = d.Parameters
+		}
+		if ps == nil || len(ps.Properties) == 0 {
+			return nil, nil
+		}
+		n := &node{kind: kObject}
 		obj := lexicon.SchemaObject{Properties: ps.Properties, Required: ps.Required}
 		if err := c.object(n, nsid, &obj, c.order[nsid+"#main/parameters"]); err != nil {
 			return nil, fmt.Errorf("lexval: compiling %s parameters: %w", nsid, err)
 		}
-	}
-	c.params.Store(nsid, n)
-	return n, nil
+		return n, nil
+	})
 }
 
 // queryUnescape decodes a query component as URLSearchParams does, which
