@@ -107,6 +107,13 @@ func WithAddr(addr string) Option { return func(s *setup) { s.cfg.Addr = addr } 
 // The harness itself still talks to URL().
 func WithPublicURL(url string) Option { return func(s *setup) { s.cfg.PublicURL = url } }
 
+// WithPLC makes the server use the PLC directory at url (another PDS's
+// PLCURL, say) instead of starting its own, so several servers share one
+// directory: each has its own accounts and firehose, and the DIDs of one
+// resolve through the other. It serves no PLC listener then; PLCURL()
+// returns url.
+func WithPLC(url string) Option { return func(s *setup) { s.cfg.PLCURL = url } }
+
 // SkipUnavailable makes a backend that cannot run on this machine (no
 // Docker engine for HARNESS_PDS_BACKEND=docker) skip the tests that need
 // it, saying why, instead of failing them. Without it, Main exits 2 and
@@ -251,7 +258,9 @@ func (p *PDS) Restart(t testing.TB) {
 	}
 	cfg := p.cfg
 	cfg.Addr = sameAddr(p.cfg.Addr, p.url)
-	cfg.PLCAddr = sameAddr(p.cfg.PLCAddr, p.plcURL)
+	if cfg.PLCURL == "" { // its own directory, not another's (WithPLC)
+		cfg.PLCAddr = sameAddr(p.cfg.PLCAddr, p.plcURL)
+	}
 	cfg.AdminPassword = p.adminPassword
 	if err := p.srv.Close(); err != nil {
 		t.Fatalf("harness: Restart: close: %v", err)

@@ -114,6 +114,12 @@ type Config struct {
 	// beside the PDS, named in PLCURL as Addr is in URL; a free loopback
 	// port published as localhost when empty.
 	PLCAddr string
+	// PLCURL names an existing PLC directory (another fakepds's PLCURL,
+	// or any with plc.directory's API) that this server uses instead of
+	// its own, so several servers share one. The server then opens no
+	// directory and serves no PLC listener (PLCAddr and NoPLCRateLimit do
+	// nothing); PLCURL() returns this URL.
+	PLCURL string
 	// PublicURL is the PDS endpoint published in DID documents, when it is
 	// not URL (a reverse proxy, a name other machines or containers
 	// reach): an http or https URL without a path.
@@ -143,7 +149,8 @@ type Server struct {
 
 	accounts *account.Manager
 	seq      *sequencer.Sequencer
-	plc      *plc.Directory
+	plc      plc.Client     // ownPLC, or a remote directory (Config.PLCURL)
+	ownPLC   *plc.Directory // nil when the directory is another server's
 	firehose *firehose.Handler
 	plcKey   *atcrypto.PrivateKeyK256 // signs the PLC operations of every account
 	actors   *actorstore.Cache[*actor]
@@ -238,10 +245,17 @@ func (s *Server) open(ctx context.Context) error {
 	wg.Go(func() { s.accounts, errAcc = account.Open(ctx, s.dataDir, opts) })
 	wg.Go(func() { oauthStore, errOAuth = oauth.OpenStore(ctx, s.dataDir, opts) })
 	wg.Go(func() { s.seq, errSeq = sequencer.Open(ctx, s.dataDir, opts) })
-	wg.Go(func() {
-		s.plc, errPLC = plc.Open(ctx, s.dataDir, plc.Options{Store: opts, Now: s.clock.Now, NoRateLimit: s.cfg.NoPLCRateLimit})
-	})
+	if s.cfg.PLCURL != "" {
+		s.plc = plc.NewRemote(s.cfg.PLCURL, &http.Client{Timeout: 30 * time.Second})
+	} else {
+		wg.Go(func() {
+			s.ownPLC, errPLC = plc.Open(ctx, s.dataDir, plc.Options{Store: opts, Now: s.clock.Now, NoRateLimit: s.cfg.NoPLCRateLimit})
+		})
+	}
 	wg.Wait()
+	if s.ownPLC != nil {
+		s.plc = s.ownPLC
+	}
 	if err := errors.Join(errAcc, errSeq, errPLC, errOAuth); err != nil {
 		if oauthStore != nil {
 			oauthStore.Close()
@@ -297,6 +311,13 @@ func (c *Config) fill() error {
 			// service's did:web names the public host.
 			c.Hostname = u.Hostname()
 		}
+	}
+	if c.PLCURL != "" {
+		u, err := url.Parse(c.PLCURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.RawQuery != "" {
+			return fmt.Errorf("pds: Config.PLCURL %q: want the http(s) URL of a PLC directory", c.PLCURL)
+		}
+		c.PLCURL = strings.TrimSuffix(c.PLCURL, "/")
 	}
 	if c.AdminPassword == "" {
 		b := make([]byte, 18)
@@ -357,22 +378,27 @@ func (s *Server) Start() error {
 	if err != nil {
 		return fmt.Errorf("pds: %w", err)
 	}
-	plcLn, plcU, err := listen(s.cfg.PLCAddr)
-	if err != nil {
-		ln.Close()
-		return fmt.Errorf("pds: %w (PLC)", err)
-	}
-	s.url, s.plcURL = u, plcU
 	s.http = s.newHTTPServer(s.handler)
-	s.plcHTTP = s.newHTTPServer(s.plc.Handler())
-	for srv, l := range map[*http.Server]net.Listener{s.http: ln, s.plcHTTP: plcLn} {
+	serve := map[*http.Server]net.Listener{s.http: ln}
+	s.url = u
+	if s.ownPLC != nil {
+		plcLn, plcU, err := listen(s.cfg.PLCAddr)
+		if err != nil {
+			ln.Close()
+			return fmt.Errorf("pds: %w (PLC)", err)
+		}
+		s.plcURL = plcU
+		s.plcHTTP = s.newHTTPServer(s.ownPLC.Handler())
+		serve[s.plcHTTP] = plcLn
+	}
+	for srv, l := range serve {
 		go func() {
 			if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
 				s.log.Error("pds: serve", "addr", l.Addr(), "err", err)
 			}
 		}()
 	}
-	s.log.Info("fakepds listening", "url", s.url, "plc_url", s.plcURL, "data_dir", s.dataDir,
+	s.log.Info("fakepds listening", "url", s.url, "plc_url", s.plcURLLocked(), "data_dir", s.dataDir,
 		"fsync", s.settings.Fsync(), "synchronous", s.settings.SyncName(), "journal_mode", s.settings.JournalMode)
 	return nil
 }
@@ -455,10 +481,18 @@ func (b *liftAtEOF) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// PLCURL is the base URL of the PLC directory, "" before Start.
+// PLCURL is the base URL of the PLC directory: its own, "" before Start,
+// or Config.PLCURL.
 func (s *Server) PLCURL() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	return s.plcURLLocked()
+}
+
+func (s *Server) plcURLLocked() string {
+	if s.cfg.PLCURL != "" {
+		return s.cfg.PLCURL
+	}
 	return s.plcURL
 }
 
@@ -539,8 +573,8 @@ func (s *Server) closeStores() error {
 	if s.seq != nil {
 		errs = append(errs, s.seq.Close())
 	}
-	if s.plc != nil {
-		errs = append(errs, s.plc.Close())
+	if s.ownPLC != nil {
+		errs = append(errs, s.ownPLC.Close())
 	}
 	if s.oauth != nil {
 		errs = append(errs, s.oauth.Close())

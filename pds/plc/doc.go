@@ -11,6 +11,10 @@
 // rotation-key authority order, the 72-hour nullification window, the
 // per-DID rate limits, and the same status codes and messages.
 //
+// A PDS uses a directory through Client: its own *Directory in process,
+// or *Remote, another server's directory over this HTTP API, so several
+// PDSes share one (pds.Config.PLCURL).
+//
 // Routes of Handler:
 //
 //	GET  /{did}            DID document (410 when tombstoned, 404 when unknown)
