@@ -1,6 +1,7 @@
 package pds_test
 
 import (
+	"slices"
 	"testing"
 )
 
@@ -95,14 +96,9 @@ var procedures = []procedure{
 // method is part of the input.
 func FuzzProcedures(f *testing.F) {
 	p := newFuzzPDS(f)
-	for i, m := range procedures {
-		auth := seedAuth(m.nsid)
-		for _, s := range m.seeds {
-			f.Add(uint8(i), auth, s)
-		}
-		f.Add(uint8(i), uint8(1), m.seeds[0])
-		f.Add(uint8(i), auth, "")
-	}
+	addTableSeeds(f, len(procedures), func(i int) (string, []string) {
+		return procedures[i].nsid, append(slices.Clone(procedures[i].seeds), "") // and no body
+	})
 	f.Fuzz(func(t *testing.T, method, auth uint8, body string) {
 		m := procedures[int(method)%len(procedures)]
 		c := fuzzCall{NSID: m.nsid, Auth: p.auth(auth), Body: p.expand(body), NoBody: body == ""}

@@ -162,6 +162,19 @@ func seedAuth(nsid string) uint8 {
 	return 0
 }
 
+// addTableSeeds adds the seeds of a target whose input picks a method of
+// its table by number: each seed of method i as (i, seedAuth's credential,
+// seed), and its first seed again without credentials.
+func addTableSeeds(f *testing.F, n int, method func(i int) (nsid string, seeds []string)) {
+	for i := range n {
+		nsid, seeds := method(i)
+		for _, s := range seeds {
+			f.Add(uint8(i), seedAuth(nsid), s)
+		}
+		f.Add(uint8(i), uint8(1), seeds[0])
+	}
+}
+
 // fuzzCall is one XRPC request. A call with a Body is a POST of
 // ContentType (application/json when empty); one without is a GET.
 type fuzzCall struct {

@@ -54,13 +54,7 @@ var queries = []struct {
 // either way.
 func FuzzQueryParams(f *testing.F) {
 	p := newFuzzPDS(f)
-	for i, q := range queries {
-		auth := seedAuth(q.nsid)
-		for _, s := range q.seeds {
-			f.Add(uint8(i), auth, s)
-		}
-		f.Add(uint8(i), uint8(1), q.seeds[0])
-	}
+	addTableSeeds(f, len(queries), func(i int) (string, []string) { return queries[i].nsid, queries[i].seeds })
 	var ref *fuzzPDS
 	if *diffReference != "" {
 		ref = &fuzzPDS{logs: &errorLog{}, remote: startReference(f, f.Cleanup)}
