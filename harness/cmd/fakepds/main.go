@@ -1,7 +1,7 @@
 // Command fakepds runs an AT Protocol PDS for tests.
 //
-//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL] [--dir DIR] [--fixtures FILE] [--env]
-//	fakepds exec  [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
+//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL] [--public-url URL] [--dir DIR] [--fixtures FILE] [--env]
+//	fakepds exec  [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL] [--public-url URL] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
 //
 // Once the server answers, serve prints exactly one JSON line on stdout
 // (see docs/development.md: tools in other languages rely on it) and runs
@@ -112,6 +112,7 @@ type server struct {
 func (s *server) flags(fs *flag.FlagSet) {
 	fs.StringVar(&s.cfg.Addr, "addr", s.cfg.Addr, "listen address HOST:PORT, named in the URL as given (default: a free loopback port named localhost, or "+env.Addr+")")
 	fs.StringVar(&s.cfg.PLCAddr, "plc-addr", s.cfg.PLCAddr, "listen address of the PLC directory (default: a free loopback port named localhost)")
+	fs.StringVar(&s.cfg.PLCURL, "plc", s.cfg.PLCURL, "`URL` of an existing PLC directory (another fakepds's plcUrl) to use instead of serving one")
 	fs.StringVar(&s.cfg.PublicURL, "public-url", s.cfg.PublicURL, "PDS endpoint published in DID documents when it is not the listen URL (a proxy, a name containers reach)")
 	fs.StringVar(&s.cfg.DataDir, "dir", s.cfg.DataDir, "data directory, kept after exit (default: a temporary one, removed; or "+env.Dir+")")
 	fs.StringVar(&s.fixtures, "fixtures", "", "fixture `FILE` to load once the server answers (see fixtures/README.md)")
@@ -119,6 +120,9 @@ func (s *server) flags(fs *flag.FlagSet) {
 
 // start starts the server and loads the fixture, if any.
 func (s *server) start(ctx context.Context) (*pds.Server, *fixtures.Loaded, error) {
+	if s.cfg.PLCURL != "" && s.cfg.PLCAddr != "" {
+		return nil, nil, errors.New("--plc and --plc-addr: a server that uses another's PLC directory serves none")
+	}
 	srv, err := pds.New(s.cfg)
 	if err != nil {
 		return nil, nil, err
@@ -365,8 +369,8 @@ func usage(w io.Writer) {
 	fmt.Fprint(w, `fakepds: an AT Protocol PDS for tests
 
 Usage:
-  fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL]
-                [--dir DIR] [--fixtures FILE] [--env]
+  fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL]
+                [--public-url URL] [--dir DIR] [--fixtures FILE] [--env]
       Serve until SIGINT or SIGTERM. Once the server answers (and the
       fixture, if any, is loaded), print one JSON line on stdout:
       {"url", "plcUrl", "adminPassword", "fsync", "dir", "jetstreamUrl",
@@ -377,6 +381,11 @@ Usage:
                        by default a free loopback port named localhost,
                        as the reference's dev-env (relays accept
                        localhost:PORT, not 127.0.0.1).
+      --plc URL        use the PLC directory at URL (another fakepds's
+                       plcUrl) instead of serving one: several servers
+                       share it, DIDs of one resolve through the other,
+                       and account migration works between them. This
+                       server serves no PLC listener; its plcUrl is URL.
       --public-url URL the PDS endpoint DID documents publish, when it
                        is not the listen URL.
       --fixtures FILE  load a fixture (fixtures/README.md) with its own
@@ -390,8 +399,8 @@ Usage:
           until grep -q '^# fakepds ready' pds.env 2>/dev/null; do sleep 0.1; done
           . ./pds.env    # go test ./... now attaches to it; kill %1 ends it
 
-  fakepds exec [--addr HOST:PORT] [--plc-addr HOST:PORT] [--public-url URL]
-               [--dir DIR] [--fixtures FILE] -- CMD ARGS...
+  fakepds exec [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL]
+               [--public-url URL] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
       Start one PDS, run CMD with HARNESS_PDS_URL, HARNESS_PDS_PLC_URL and
       HARNESS_PDS_ADMIN_PASSWORD set (so "fakepds exec -- go test ./..."
       shares one PDS among all packages), stop the PDS when CMD ends and

@@ -16,6 +16,8 @@ import (
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/identity"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/gorilla/websocket"
 
 	"github.com/fakepds/fakepds/pds/env"
@@ -343,5 +345,37 @@ func TestMakeRunPublishesAHostname(t *testing.T) {
 	}
 	if want := "make run    # a PDS on http://" + defaults["ADDR"] + " "; !strings.Contains(string(readme), want) {
 		t.Errorf("README.md lacks %q", want)
+	}
+}
+
+// serve --plc uses another server's PLC directory: its plcUrl is that
+// one, the second server's fixture DIDs are registered there, naming the
+// second server; --plc with --plc-addr is refused.
+func TestServeSharedPLC(t *testing.T) {
+	t.Parallel()
+	ready := func(args ...string) Ready {
+		t.Helper()
+		_, sc, stderr := startServe(t, nil, args...)
+		if !sc.Scan() {
+			t.Fatalf("no JSON line; stderr:\n%s", stderr)
+		}
+		var r Ready
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		return r
+	}
+	first := ready()
+	second := ready("--plc", first.PLCURL, "--fixtures", socialFixture)
+	if second.PLCURL != first.PLCURL {
+		t.Fatalf("second plcUrl %q, want the first's %q", second.PLCURL, first.PLCURL)
+	}
+	ident, err := (&identity.BaseDirectory{PLCURL: first.PLCURL}).LookupDID(t.Context(), syntax.DID(second.Accounts[0].DID))
+	if err != nil || ident.PDSEndpoint() != second.URL {
+		t.Fatalf("the second server's alice through the first's PLC: %+v %v, want PDS %s", ident, err, second.URL)
+	}
+	out, err := fakepds(t, nil, "serve", "--plc", first.PLCURL, "--plc-addr", "localhost:0").CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "--plc and --plc-addr") {
+		t.Fatalf("serve --plc --plc-addr: %v\n%s", err, out)
 	}
 }
