@@ -187,6 +187,12 @@ func (p *Provider) pending(ctx context.Context, clientID, requestURI string) (*r
 	if !p.now().Before(req.ExpiresAt) {
 		return nil, nil, oerr(400, "access_denied", "This request has expired")
 	}
+	// While the user is on the page the request lives on, five minutes
+	// from each step, as the reference (AUTHORIZATION_INACTIVITY_TIMEOUT).
+	req.ExpiresAt = p.now().Add(codeLifetime)
+	if err := p.db.touch(ctx, req.ID, req.ExpiresAt); err != nil {
+		return nil, nil, err
+	}
 	c, err := p.clients.get(ctx, clientID)
 	if err != nil {
 		return nil, nil, err

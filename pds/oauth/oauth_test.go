@@ -473,3 +473,39 @@ func TestTokenTableBounded(t *testing.T) {
 		t.Fatalf("%d families after the longest refresh lifetime, want 2", n)
 	}
 }
+
+// TestRequestExpiry: a pushed request lives five minutes, and five more
+// from each step the user takes on the page.
+func TestRequestExpiry(t *testing.T) {
+	ts := newTestServer(t)
+	redirect := "http://127.0.0.1:9999/cb"
+	c := ts.client(loopbackID(redirect, "atproto"))
+	push := func() string {
+		a := c.post("/oauth/par", parForm(redirect, "atproto"))
+		return ts.url + "/oauth/authorize?" + url.Values{"client_id": c.form["client_id"], "request_uri": {a.body["request_uri"].(string)}}.Encode()
+	}
+	page := func(u string) int {
+		resp, err := http.Get(u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	stale := push()
+	ts.clock.Advance(parExpiresIn + time.Second)
+	if _, err := ts.p.Approve(t.Context(), stale, "alice.test", false); err == nil || !strings.Contains(err.Error(), "This request has expired") {
+		t.Fatalf("approve after %v: %v", parExpiresIn, err)
+	}
+	u := push()
+	for range 3 {
+		ts.clock.Advance(4 * time.Minute)
+		if s := page(u); s != 200 {
+			t.Fatalf("page 4 minutes after the last step: %d", s)
+		}
+	}
+	if _, err := ts.p.Approve(t.Context(), u, "alice.test", false); err != nil {
+		t.Fatalf("approve 12 minutes after PAR, 4 after the last step: %v", err)
+	}
+}
+

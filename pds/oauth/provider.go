@@ -32,7 +32,7 @@ import (
 const (
 	tokenMaxAge           = 60 * time.Minute
 	parExpiresIn          = 5 * time.Minute
-	codeLifetime          = 5 * time.Minute // AUTHORIZATION_INACTIVITY_TIMEOUT
+	codeLifetime          = 5 * time.Minute // AUTHORIZATION_INACTIVITY_TIMEOUT: a code, and a request on the page
 	sessionLifetime       = 14 * 24 * time.Hour
 	refreshLifetime       = 14 * 24 * time.Hour
 	sessionLifetimeLong   = 2 * 8766 * time.Hour // 2 years, confidential clients

@@ -168,6 +168,14 @@ func (d db) signIn(ctx context.Context, id, did string) error {
 	})
 }
 
+// touch moves a pending request's expiry.
+func (d db) touch(ctx context.Context, id string, exp time.Time) error {
+	return d.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.Exec(`UPDATE request SET expires_at = ? WHERE id = ? AND code IS NULL`, ms(exp), id)
+		return err
+	})
+}
+
 // authorize gives the request its code and a new expiry (the code's).
 func (d db) authorize(ctx context.Context, id, code string, exp time.Time) error {
 	return d.Write(ctx, func(tx *sql.Tx) error {
