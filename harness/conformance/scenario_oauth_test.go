@@ -63,12 +63,19 @@ func (c *oauthClient) send(step, endpoint string, form url.Values, proof string)
 		c.r.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return c.do(step, req, proof)
+}
+
+// do sends req with a DPoP proof for its method and URL (proof "none":
+// none; "stale": one without the nonce) and keeps the nonce it answers.
+func (c *oauthClient) do(step string, req *http.Request, proof string) *http.Response {
+	c.r.t.Helper()
 	if proof != "none" {
 		nonce := c.nonce
 		if proof == "stale" {
 			nonce = ""
 		}
-		p, err := oauth.NewAuthDPoP(http.MethodPost, endpoint, nonce, c.key)
+		p, err := oauth.NewAuthDPoP(req.Method, req.URL.String(), nonce, c.key)
 		if err != nil {
 			c.r.t.Fatal(err)
 		}
@@ -85,33 +92,15 @@ func (c *oauthClient) send(step, endpoint string, form url.Values, proof string)
 }
 
 // resource calls getSession with "Authorization: DPoP token" and a proof
-// made for token with the nonce (or without one, or with no proof at all).
+// (not bound to token: no ath) with the nonce, without one, or none.
 func (c *oauthClient) resource(step, base, token, proof string) {
 	c.r.t.Helper()
-	u := base + "/xrpc/com.atproto.server.getSession"
-	req, err := http.NewRequestWithContext(c.r.t.Context(), http.MethodGet, u, nil)
+	req, err := http.NewRequestWithContext(c.r.t.Context(), http.MethodGet, base+"/xrpc/com.atproto.server.getSession", nil)
 	if err != nil {
 		c.r.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "DPoP "+token)
-	if proof != "none" {
-		nonce := c.nonce
-		if proof == "stale" {
-			nonce = ""
-		}
-		p, err := oauth.NewAuthDPoP(http.MethodGet, u, nonce, c.key)
-		if err != nil {
-			c.r.t.Fatal(err)
-		}
-		req.Header.Set("DPoP", p)
-	}
-	hr, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.r.t.Fatalf("%s: %v", step, err)
-	}
-	if n := hr.Header.Get("DPoP-Nonce"); n != "" {
-		c.nonce = n
-	}
+	hr := c.do(step, req, proof)
 	c.r.check(step+": WWW-Authenticate", map[string]any{"www-authenticate": hr.Header.Get("WWW-Authenticate") != "", "dpop-nonce": hr.Header.Get("DPoP-Nonce") != ""})
 	c.r.record(step, "GET /xrpc/com.atproto.server.getSession", hr)
 }

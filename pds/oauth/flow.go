@@ -40,14 +40,21 @@ func (p *Provider) dpopFor(r *http.Request) (*proof, error) {
 	return p.checkProof(r.Method, p.requestURL(r), r.Header.Values("DPoP"), "")
 }
 
+// proofAndClient checks what every client request starts with, in the
+// reference's order: the DPoP proof, then the client's authentication.
+func (p *Provider) proofAndClient(r *http.Request) (*proof, *client, clientAuth, error) {
+	pr, err := p.dpopFor(r)
+	if err != nil {
+		return nil, nil, clientAuth{}, err
+	}
+	c, cauth, err := p.authenticate(r.Context(), r.PostForm)
+	return pr, c, cauth, err
+}
+
 // par is RFC 9126's pushed authorization request.
 func (p *Provider) par(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	pr, err := p.dpopFor(r)
-	if err != nil {
-		return err
-	}
-	c, cauth, err := p.authenticate(ctx, r.PostForm)
+	pr, c, cauth, err := p.proofAndClient(r)
 	if err != nil {
 		return err
 	}
@@ -273,11 +280,7 @@ func (p *Provider) Approve(ctx context.Context, authorizeURL, account string, de
 // token is the token endpoint: authorization_code and refresh_token.
 func (p *Provider) token(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
-	pr, err := p.dpopFor(r)
-	if err != nil {
-		return err
-	}
-	c, cauth, err := p.authenticate(ctx, r.PostForm)
+	pr, c, cauth, err := p.proofAndClient(r)
 	if err != nil {
 		return err
 	}

@@ -508,4 +508,3 @@ func TestRequestExpiry(t *testing.T) {
 		t.Fatalf("approve 12 minutes after PAR, 4 after the last step: %v", err)
 	}
 }
-
