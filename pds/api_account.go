@@ -3,16 +3,13 @@ package pds
 import (
 	"context"
 	"database/sql"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"net/http"
 	"os"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
-	indigoauth "github.com/bluesky-social/indigo/atproto/auth"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/did-method-plc/go-didplc"
 
@@ -268,28 +265,5 @@ func (s *Server) optionalServiceAuth(r *http.Request, lxm string) (string, error
 	default:
 		return "", xrpc.AuthRequired("", "Invalid authorization header")
 	}
-	if token == "" {
-		return "", xrpc.AuthRequired("MissingJwt", "missing jwt")
-	}
-	parts := strings.Split(token, ".")
-	if len(parts) != 3 {
-		return "", xrpc.AuthRequired("BadJwt", "poorly formatted jwt")
-	}
-	var hdr struct {
-		Typ string `json:"typ"`
-	}
-	if b, err := base64.RawURLEncoding.DecodeString(parts[0]); err != nil || json.Unmarshal(b, &hdr) != nil {
-		return "", xrpc.AuthRequired("BadJwt", "poorly formatted jwt")
-	}
-	switch hdr.Typ {
-	case auth.TypeAccess, auth.TypeRefresh, "dpop+jwt":
-		return "", xrpc.AuthRequired("BadJwtType", "Invalid jwt type %q", hdr.Typ)
-	}
-	v := indigoauth.ServiceAuthValidator{Audience: s.ServiceDID(), Dir: s.Directory()}
-	m := syntax.NSID(lxm)
-	iss, err := v.Validate(r.Context(), token, &m)
-	if err != nil {
-		return "", xrpc.AuthRequired("", "%s", fmt.Sprint(err))
-	}
-	return iss.String(), nil
+	return s.userServiceAuth(r.Context(), token, lxm)
 }
