@@ -1,6 +1,9 @@
 // Package lexval checks and converts the records of repo writes
 // (createRecord, putRecord, applyWrites) as the reference PDS
 // (npm @atproto/pds 0.5.35) does, and prints stored records back as JSON.
+// It also checks every XRPC method's query parameters ([CheckParams]) and
+// JSON input ([CheckInput]) from the same lexicons, for pds/xrpc's front
+// door.
 //
 // [Prepare] takes a record as the JSON of the request and returns its
 // DAG-CBOR bytes, CID, the blobs it references and its validationStatus,

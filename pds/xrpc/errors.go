@@ -1,7 +1,10 @@
-// Package xrpc serves XRPC methods over net/http: routing by NSID, the
-// query/procedure HTTP method rules, request body limits and the error
-// envelope {"error": Name, "message": ...} with the names and statuses the
-// reference PDS answers with.
+// Package xrpc serves XRPC methods over net/http, as one front door for
+// every method: routing by NSID, the query/procedure HTTP method rules, the
+// method's params and JSON input checked from its lexicon (pds/lexval) and
+// decoded, the auth it declared at registration applied between the two
+// (the reference's order: params, auth, input), request body limits, and
+// the error envelope {"error": Name, "message": ...} with the names and
+// statuses the reference PDS answers with. See [Handle] and [HandleInput].
 package xrpc
 
 import (
