@@ -25,7 +25,7 @@ import (
 //     createSession there;
 //   - getRepo on the old, importRepo on the new; getPreferences,
 //     putPreferences; every blob of listBlobs downloaded and uploaded,
-//     then listMissingBlobs on the new must be empty;
+//     then listMissingBlobs on the new must be empty; checkAccountStatus;
 //   - getRecommendedDidCredentials on the new, signPlcOperation on the old
 //     with the token, submitPlcOperation on the new;
 //   - activateAccount on the new, deactivateAccount on the old.
@@ -127,6 +127,11 @@ func MigrateAccount(t testing.TB, acct *Account, to *PDS, opts ...AccountOption)
 	}
 	if len(missing.Blobs) > 0 {
 		fail("listMissingBlobs on the new PDS", errMissing(missing.Blobs))
+	}
+
+	// goat reports the new account's status here; a failure is a failure.
+	if _, err := comatproto.ServerCheckAccountStatus(ctx, newClient); err != nil {
+		fail("checkAccountStatus on the new PDS", err)
 	}
 
 	creds, err := agnostic.IdentityGetRecommendedDidCredentials(ctx, newClient)

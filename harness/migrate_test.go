@@ -118,6 +118,11 @@ func TestMigrateAccount(t *testing.T) {
 		t.Errorf("p1's event after the move: %s %+v, want #account active=false status=deactivated", e, e.Account)
 	}
 
+	status, err := comatproto.ServerCheckAccountStatus(t.Context(), moved.Client)
+	if err != nil || !status.Activated || !status.ValidDid || status.ExpectedBlobs != 1 || status.ImportedBlobs != 1 || status.IndexedRecords < 2 {
+		t.Errorf("checkAccountStatus on p2: %+v %v, want activated, a valid DID, 1 of 1 blobs, the records", status, err)
+	}
+
 	// The old PDS: the account is deactivated there.
 	_, err = comatproto.SyncGetRepo(t.Context(), p1.Client(), a.DID.String(), "")
 	requireXRPC(t, "getRepo on p1", err, 400, "RepoDeactivated")
