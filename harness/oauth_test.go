@@ -214,6 +214,18 @@ func TestOAuthDPoPChecks(t *testing.T) {
 	}
 	want(call(""), 401, "invalid_dpop_proof", `DPoP algs=`)
 
+	// The token sent as a Bearer token: refused as the reference refuses
+	// it (400 InvalidToken; its message is "Malformed token", fakepds's
+	// "Bad token scope").
+	req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, target, nil)
+	req.Header.Set("Authorization", "Bearer "+sess.Data.AccessToken)
+	bresp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bresp.Body.Close() })
+	want(bresp, 400, "InvalidToken", "")
+
 	proof, err := sess.NewHostDPoP(http.MethodGet, target)
 	if err != nil {
 		t.Fatal(err)
