@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"net/http"
+	"os"
 	"path/filepath"
 	"runtime/pprof"
 	"strings"
@@ -19,6 +20,9 @@ import (
 
 	"github.com/fakepds/fakepds/pds"
 )
+
+// soak is FAKEPDS_SOAK=1: the tests that scale run full size.
+var soak = os.Getenv("FAKEPDS_SOAK") == "1"
 
 // stall opens a raw connection and sends a request that declares a body of
 // declared bytes but sends only the first few, then nothing: a client that
@@ -64,8 +68,14 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // More uploads stalled mid-body, on distinct accounts, than the server has
 // actor store handles: every other account still reads, writes, uploads
 // and signs up. The stalled bodies are read before any handle is taken.
+//
+// FAKEPDS_SOAK=1 runs it at the size that hung before: 300 stalled uploads
+// beside the default 256 handles.
 func TestStalledUploadsHoldNoActorStore(t *testing.T) {
-	const slots, stalled = 2, 5
+	slots, stalled := 2, 5
+	if soak {
+		slots, stalled = 256, 300
+	}
 	s := start(t, pds.Config{ActorStoreCache: slots})
 	ctx := t.Context()
 	// Created first, so the stalled accounts' stores push theirs out of
@@ -82,11 +92,15 @@ func TestStalledUploadsHoldNoActorStore(t *testing.T) {
 		a := createAccount(t, s, fmt.Sprintf("stalled%d.test", i), fmt.Sprintf("stalled%d@example.com", i), "pw")
 		tokens = append(tokens, a.AccessJwt)
 	}
+	before := heapAfterGC()
 	var conns []net.Conn
 	for _, tok := range tokens {
 		conns = append(conns, stall(t, s, "com.atproto.repo.uploadBlob", tok, "text/plain", 100_000, "abcd"))
 	}
 	waitFor(t, "the stalled uploads to reach the server", func() bool { return inHandler("(*Server).uploadBlob") == stalled })
+	grew := int64(heapAfterGC()) - int64(before)
+	t.Logf("%d uploads stalled mid-body beside %d actor store handles: %.1f MiB of heap (%.0f KiB each)",
+		stalled, slots, float64(grew)/mib, float64(grew)/float64(stalled)/1024)
 
 	// A client that gives up long after a healthy answer, so a hang fails
 	// the test rather than the test binary's timeout.

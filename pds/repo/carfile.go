@@ -131,7 +131,7 @@ func (c *CAR) Index() error {
 		if _, err := io.ReadFull(br, buf); err != nil {
 			return fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
 		}
-		id, idLen, err := carutil.ReadCid(buf)
+		idLen, id, err := cid.CidFromBytes(buf)
 		if err != nil {
 			return fmt.Errorf("%w: %v", ErrUnreadableRepo, err)
 		}
