@@ -390,10 +390,25 @@ func merge(dst, src samples) {
 }
 
 // bigRun is (g)'s large PDS: fakepds with 1,000 accounts of 100 records.
-func (b *bench) bigRun(ctx context.Context) (err error) {
+func (b *bench) bigRun(ctx context.Context) error {
 	const accounts, records = 1000, 100
 	b.logf("big: fakepds with %d accounts x %d records", accounts, records)
-	srv, err := b.start(ctx, "fakepds", 0)
+	return b.withServer(ctx, "fakepds", func(srv *server, t *target) error {
+		if err := populate(t, accounts, records); err != nil {
+			return err
+		}
+		m, err := srv.memory()
+		if err != nil {
+			return err
+		}
+		b.res.big, b.res.bigSize = &m, fmt.Sprintf("%d accounts x %d records", accounts, records)
+		return nil
+	})
+}
+
+// withServer runs fn on a fresh server of one kind, outside the rounds.
+func (b *bench) withServer(ctx context.Context, name string, fn func(*server, *target) error) (err error) {
+	srv, err := b.start(ctx, name, 0)
 	if err != nil {
 		return err
 	}
@@ -404,15 +419,7 @@ func (b *bench) bigRun(ctx context.Context) (err error) {
 	}()
 	t := newTarget(srv.url, nil)
 	defer t.close()
-	if err := populate(t, accounts, records); err != nil {
-		return err
-	}
-	m, err := srv.memory()
-	if err != nil {
-		return err
-	}
-	b.res.big, b.res.bigSize = &m, fmt.Sprintf("%d accounts x %d records", accounts, records)
-	return nil
+	return fn(srv, t)
 }
 
 func loadAverage() string {

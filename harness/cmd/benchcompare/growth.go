@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 	"time"
 
 	"github.com/fakepds/fakepds/pds/stats"
@@ -24,18 +25,11 @@ const growthCalls = 50
 // repo grows, and the suite-shaped workload's as the PDS grows in
 // accounts (the accounts added between points hold no records: the cost
 // in question is the PDS's per-account state, not repo size).
-func (b *bench) growthRun(ctx context.Context) (err error) {
-	srv, err := b.start(ctx, "fakepds", 0)
-	if err != nil {
-		return err
-	}
-	defer func() {
-		if serr := srv.stop(); serr != nil && err == nil {
-			err = serr
-		}
-	}()
-	t := newTarget(srv.url, nil)
-	defer t.close()
+func (b *bench) growthRun(ctx context.Context) error {
+	return b.withServer(ctx, "fakepds", b.growth)
+}
+
+func (b *bench) growth(srv *server, t *target) error {
 	a, _, err := t.createAccount()
 	if err != nil {
 		return err
@@ -106,45 +100,27 @@ func point(size int, s samples, st map[string]stats.Method) growthPoint {
 }
 
 func (b *bench) reportGrowth(w io.Writer) {
-	res := b.res
-	if len(res.growRepo) > 0 {
-		fmt.Fprintf(w, "### How cost grows: one repo (fakepds; %d createRecord then %d getRecord at each size; p50 client / server)\n\n", growthCalls, growthCalls)
-		fmt.Fprint(w, "| records in the repo |")
-		for _, op := range growthOps {
-			fmt.Fprintf(w, " %s |", op)
-		}
-		fmt.Fprint(w, "\n|---|")
-		for range growthOps {
-			fmt.Fprint(w, "---|")
-		}
-		fmt.Fprintln(w)
-		for _, pt := range res.growRepo {
-			fmt.Fprintf(w, "| %d |", pt.size)
-			for _, op := range growthOps {
-				fmt.Fprintf(w, " %s / %s |", ms(pt.client[op]), ms(pt.server[op]))
-			}
-			fmt.Fprintln(w)
+	growthTable(w, fmt.Sprintf("How cost grows: one repo (fakepds; %d createRecord then %d getRecord at each size; p50 client / server)", growthCalls, growthCalls),
+		"records in the repo", growthOps, b.res.growRepo)
+	growthTable(w, fmt.Sprintf("How cost grows: the PDS (fakepds; the suite-shaped workload of %d accounts on a PDS that already holds N accounts; p50 client / server)", b.o.n),
+		"accounts (N)", operations, b.res.growPDS)
+}
+
+func growthTable(w io.Writer, title, sizeName string, ops []string, points []growthPoint) {
+	if len(points) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "### %s\n\n| %s |", title, sizeName)
+	for _, op := range ops {
+		fmt.Fprintf(w, " %s |", op)
+	}
+	fmt.Fprint(w, "\n|---|"+strings.Repeat("---|", len(ops))+"\n")
+	for _, pt := range points {
+		fmt.Fprintf(w, "| %d |", pt.size)
+		for _, op := range ops {
+			fmt.Fprintf(w, " %s / %s |", ms(pt.client[op]), ms(pt.server[op]))
 		}
 		fmt.Fprintln(w)
 	}
-	if len(res.growPDS) > 0 {
-		fmt.Fprintf(w, "### How cost grows: the PDS (fakepds; the suite-shaped workload of %d accounts on a PDS that already holds N accounts; p50 client / server)\n\n", b.o.n)
-		fmt.Fprint(w, "| accounts (N) |")
-		for _, op := range operations {
-			fmt.Fprintf(w, " %s |", op)
-		}
-		fmt.Fprint(w, "\n|---|")
-		for range operations {
-			fmt.Fprint(w, "---|")
-		}
-		fmt.Fprintln(w)
-		for _, pt := range res.growPDS {
-			fmt.Fprintf(w, "| %d |", pt.size)
-			for _, op := range operations {
-				fmt.Fprintf(w, " %s / %s |", ms(pt.client[op]), ms(pt.server[op]))
-			}
-			fmt.Fprintln(w)
-		}
-		fmt.Fprintln(w)
-	}
+	fmt.Fprintln(w)
 }

@@ -32,7 +32,8 @@ func TestMain(m *testing.M) {
 // and reads fakepds's own stats for each.
 func TestShort(t *testing.T) {
 	var out, progress bytes.Buffer
-	if err := run(t.Context(), []string{"-short", "-fakepds", "self"}, &out, &progress); err != nil {
+	args := []string{"-short", "-fakepds", "self", "-growth", "-grow-records", "10", "-grow-accounts", "5"}
+	if err := run(t.Context(), args, &out, &progress); err != nil {
 		t.Fatalf("%v\n%s", err, progress.String())
 	}
 	report := out.String()
@@ -62,6 +63,12 @@ func TestShort(t *testing.T) {
 	}
 	if rows := tableRows(report, "### (g)"); !strings.HasSuffix(rows["fakepds"][1], " MiB") {
 		t.Errorf("RSS: %q", rows["fakepds"])
+	}
+	for title, row := range map[string]string{"### How cost grows: one repo": "10", "### How cost grows: the PDS": "5"} {
+		cells := tableRows(report, title)[row]
+		if len(cells) < 3 || !strings.Contains(cells[1], " ms / ") || strings.Contains(cells[1], "-") {
+			t.Errorf("%s: row %s is %q, want client / server p50s", title, row, cells)
+		}
 	}
 	if t.Failed() {
 		t.Log(report)
