@@ -37,20 +37,26 @@ type jws struct {
 	sig     []byte
 }
 
+// The reference's jose messages, which it passes on in error_description.
+var (
+	errCompactJWS = errors.New("Invalid Compact JWS")          //lint:ignore ST1005 the reference's message
+	errJWSHeader  = errors.New("Invalid JWS Protected Header") //lint:ignore ST1005 the reference's message
+)
+
 func parseJWS(token string) (*jws, error) {
 	parts := strings.Split(token, ".")
 	if len(parts) != 3 {
-		return nil, errors.New("Invalid Compact JWS")
+		return nil, errCompactJWS
 	}
 	hb, err1 := base64.RawURLEncoding.DecodeString(parts[0])
 	payload, err2 := base64.RawURLEncoding.DecodeString(parts[1])
 	sig, err3 := base64.RawURLEncoding.DecodeString(parts[2])
 	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, errors.New("Invalid Compact JWS")
+		return nil, errCompactJWS
 	}
 	j := &jws{token: token, input: parts[0] + "." + parts[1], payload: payload, sig: sig}
 	if err := json.Unmarshal(hb, &j.header); err != nil {
-		return nil, errors.New("Invalid JWS Protected Header")
+		return nil, errJWSHeader
 	}
 	if !verifyAlg(j.header.Alg) {
 		return nil, fmt.Errorf(`"alg" (Algorithm) Header Parameter value not allowed`)
