@@ -1,6 +1,7 @@
 package harness_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"io"
@@ -158,6 +159,9 @@ func TestJetstreamClient(t *testing.T) {
 	created := got[0]
 	if created.Did != a.DID.String() || created.Commit.CID != post.CID || created.Commit.Rev == "" {
 		t.Errorf("create: did %s cid %s rev %q; want %s %s and a rev", created.Did, created.Commit.CID, created.Commit.Rev, a.DID, post.CID)
+	}
+	if !bytes.Contains(created.Commit.Record, []byte(`"text":"hello & <jetstream>"`)) {
+		t.Errorf("record %s: the text not as written", created.Commit.Record)
 	}
 	var rec bsky.FeedPost
 	if err := json.Unmarshal(created.Commit.Record, &rec); err != nil || rec.Text != "hello & <jetstream>" || rec.LexiconTypeID != "app.bsky.feed.post" {

@@ -192,10 +192,16 @@ func recordJSON(raw []byte) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
+	return marshal(rec)
+}
+
+// marshal is json.Marshal without its HTML escaping: a post's "<" stays
+// "<", as a reader of the stream expects.
+func marshal(v any) ([]byte, error) {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(rec); err != nil {
+	if err := enc.Encode(v); err != nil {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil

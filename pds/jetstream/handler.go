@@ -408,7 +408,7 @@ func (h *Handler) send(sub *subscription, e sequencer.Stored, st *stamper, from 
 		if !f.wants(ev) {
 			continue
 		}
-		msg, err := json.Marshal(ev)
+		msg, err := marshal(ev)
 		if err != nil {
 			return err
 		}
