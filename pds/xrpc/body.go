@@ -77,12 +77,16 @@ func readJSON(r *http.Request, limit int64) ([]byte, error) {
 	if enc != "application/json" {
 		return nil, InvalidRequest("", "Wrong request encoding (Content-Type): %s", enc)
 	}
-	if r.ContentLength > limit {
+	body, identity, err := jsonBody(r)
+	if err != nil {
+		return nil, err
+	}
+	if identity && r.ContentLength > limit {
 		return nil, jsonTooLarge
 	}
-	b, err := io.ReadAll(io.LimitReader(r.Body, limit+1))
+	b, err := io.ReadAll(io.LimitReader(body, limit+1))
 	if err != nil {
-		return nil, ReadError(err)
+		return nil, err
 	}
 	if int64(len(b)) > limit {
 		return nil, jsonTooLarge
@@ -96,6 +100,72 @@ func readJSON(r *http.Request, limit int64) ([]byte, error) {
 		return nil, &Error{Status: 400, Name: "SyntaxError", Message: "Unexpected token in JSON body: objects and arrays only"}
 	}
 	return b, nil
+}
+
+// jsonBody is a JSON body as the reference's body parser reads it: in
+// UTF-8 (a charset not "utf-..." is 415), with gzip or deflate undone (any
+// other Content-Encoding, or a list of them, is 415; bytes that do not
+// inflate are 400 with zlib's message, the name the parser leaks). The
+// limit applies to the inflated bytes; identity is true when there are no
+// others. Read errors come back as the answers to give.
+func jsonBody(r *http.Request) (io.Reader, bool, error) {
+	_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
+	if cs := strings.ToLower(params["charset"]); cs != "" && !strings.HasPrefix(cs, "utf-") {
+		return nil, false, Errorf(http.StatusUnsupportedMediaType, "UnsupportedMediaTypeError", "unsupported charset %q", strings.ToUpper(cs))
+	}
+	body := &bodyErrors{r: r.Body}
+	var inflate func(io.Reader) (io.Reader, error)
+	switch coding := strings.ToLower(r.Header.Get("Content-Encoding")); coding {
+	case "", "identity":
+		return body, true, nil
+	case "gzip":
+		inflate = func(r io.Reader) (io.Reader, error) { return gzip.NewReader(r) }
+	case "deflate":
+		inflate = func(r io.Reader) (io.Reader, error) { return zlib.NewReader(r) }
+	default:
+		return nil, false, Errorf(http.StatusUnsupportedMediaType, "UnsupportedMediaTypeError", "unsupported content encoding %q", coding)
+	}
+	zr, err := inflate(body)
+	if err != nil {
+		return nil, false, body.answer(err)
+	}
+	return &bodyErrors{r: zr, inner: body}, false, nil
+}
+
+// bodyErrors turns read errors into answers: the client's body failing is
+// ReadError's; an encoding failing is 400 Error with zlib's message.
+type bodyErrors struct {
+	r     io.Reader
+	inner *bodyErrors // the client's body, under a decoder
+	err   error       // the client's body's own error
+}
+
+func (b *bodyErrors) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if err != nil && err != io.EOF {
+		if b.inner == nil {
+			b.err = err
+		}
+		err = b.answer(err)
+	}
+	return n, err
+}
+
+func (b *bodyErrors) answer(err error) error {
+	var xe *Error
+	switch {
+	case errors.As(err, &xe):
+		return xe
+	case b.inner != nil && b.inner.err != nil:
+		return ReadError(b.inner.err)
+	case b.inner == nil && b.err != nil:
+		return ReadError(b.err)
+	case errors.Is(err, gzip.ErrHeader), errors.Is(err, zlib.ErrHeader):
+		return &Error{Status: 400, Name: "Error", Message: "incorrect header check"}
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return &Error{Status: 400, Name: "Error", Message: "unexpected end of file"}
+	}
+	return &Error{Status: 400, Name: "Error", Message: "incorrect data check"}
 }
 
 // jsonError is the reference's answer to a body encoding/json refused.
