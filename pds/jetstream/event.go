@@ -13,6 +13,7 @@ import (
 	"github.com/ipfs/go-cid"
 	car "github.com/ipld/go-car"
 
+	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/sequencer"
 )
 
@@ -192,19 +193,7 @@ func recordJSON(raw []byte) (json.RawMessage, error) {
 	if err != nil {
 		return nil, err
 	}
-	return marshal(rec)
-}
-
-// marshal is json.Marshal without its HTML escaping: a post's "<" stays
-// "<", as a reader of the stream expects.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
+	return jsvalue.Marshal(rec) // a post's "<" stays "<"
 }
 
 // stamper gives time_us along a walk of the event log in seq order: the

@@ -20,6 +20,7 @@ import (
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/sequencer"
 )
 
@@ -251,13 +252,6 @@ func (h *Handler) Close() {
 	h.wg.Wait()
 }
 
-// Subscribers is how many subscriptions are being served now.
-func (h *Handler) Subscribers() int {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return len(h.conns)
-}
-
 type badCursor struct{ raw string }
 
 func (b badCursor) Error() string { return "invalid cursor: " + b.raw }
@@ -408,7 +402,7 @@ func (h *Handler) send(sub *subscription, e sequencer.Stored, st *stamper, from 
 		if !f.wants(ev) {
 			continue
 		}
-		msg, err := marshal(ev)
+		msg, err := jsvalue.Marshal(ev)
 		if err != nil {
 			return err
 		}

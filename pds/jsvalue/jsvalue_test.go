@@ -136,3 +136,10 @@ func TestPreview(t *testing.T) {
 		t.Errorf("Preview(undefined) = %s", got)
 	}
 }
+
+func TestMarshal(t *testing.T) {
+	got, err := Marshal(map[string]any{"text": "a <b> & c", "n": 1})
+	if want := `{"n":1,"text":"a <b> & c"}`; err != nil || string(got) != want {
+		t.Fatalf("Marshal = %s, %v; want %s", got, err, want)
+	}
+}

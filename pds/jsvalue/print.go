@@ -1,6 +1,8 @@
 package jsvalue
 
 import (
+	"bytes"
+	"encoding/json"
 	"math"
 	"strconv"
 	"strings"
@@ -174,4 +176,16 @@ func String(v any) string {
 		return v.String()
 	}
 	return "[object Object]"
+}
+
+// Marshal is json.Marshal as JSON.stringify writes strings: "<", ">" and
+// "&" as they are, not escaped for HTML.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }

@@ -1,7 +1,6 @@
 package plc
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"encoding/json"
@@ -265,17 +264,6 @@ func decodeOp(b []byte) (didplc.Operation, error) {
 		return &didplc.TombstoneOp{Type: r.Type, Prev: *r.Prev, Sig: r.Sig}, nil
 	}
 	return nil, fmt.Errorf("plc: stored operation of type %q", r.Type)
-}
-
-// marshal is json.Marshal without HTML escaping, as JSON.stringify writes.
-func marshal(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 func formatMillis(ms int64) string { return time.UnixMilli(ms).UTC().Format(TimeFormat) }

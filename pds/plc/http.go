@@ -80,7 +80,7 @@ func cors(next http.Handler) http.Handler {
 const jsonType = "application/json; charset=utf-8"
 
 func writeJSON(w http.ResponseWriter, status int, contentType string, v any) {
-	b, err := marshal(v)
+	b, err := jsvalue.Marshal(v)
 	if err != nil {
 		writeMessage(w, http.StatusInternalServerError, "Internal Server Error")
 		return
@@ -97,7 +97,7 @@ func writeRaw(w http.ResponseWriter, status int, contentType string, b []byte) {
 
 // writeMessage writes the reference's error body.
 func writeMessage(w http.ResponseWriter, status int, msg string) {
-	b, _ := marshal(struct {
+	b, _ := jsvalue.Marshal(struct {
 		Message string `json:"message"`
 	}{msg})
 	writeRaw(w, status, jsonType, b)
@@ -340,7 +340,7 @@ func (d *Directory) serveExport(w http.ResponseWriter, r *http.Request) {
 		if seqd {
 			line = sequencedOp{DID: did, CID: e.cid, Seq: e.seq, CreatedAt: formatMillis(e.createdAt), Operation: e.op, Type: "sequenced_op"}
 		}
-		b, err := marshal(line)
+		b, err := jsvalue.Marshal(line)
 		if err != nil {
 			writeError(w, r, "", err)
 			return

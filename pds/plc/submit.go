@@ -99,7 +99,7 @@ func (d *Directory) Submit(ctx context.Context, did syntax.DID, op didplc.Operat
 	}
 	// Through JSON, so a Go caller meets exactly the checks an HTTP client
 	// does (a nil slice is JSON null, which the directory refuses).
-	b, err := marshal(op)
+	b, err := jsvalue.Marshal(op)
 	if err != nil {
 		return fmt.Errorf("plc: %w", err)
 	}
@@ -386,7 +386,7 @@ func derivedDID(op didplc.Operation) string {
 // log, then the append, in one write transaction.
 func (d *Directory) add(ctx context.Context, did string, in *incoming) error {
 	op := in.op
-	stored, err := marshal(op)
+	stored, err := jsvalue.Marshal(op)
 	if err != nil {
 		return fmt.Errorf("plc: %w", err)
 	}
