@@ -39,3 +39,7 @@ BENCH_COMPARE_FLAGS ?=
 bench-compare: ## fakepds beside the npm reference PDS: one client, alternating rounds, ratios and the client's floor (harness/cmd/benchcompare; flags in BENCH_COMPARE_FLAGS, e.g. -rounds 3 -big -growth); output goes in docs/perf.md
 	scripts/reference-pds/install.sh
 	$(GO) run ./harness/cmd/benchcompare $(BENCH_COMPARE_FLAGS)
+
+.PHONY: soak
+soak: ## the reliability tests full size (crash, load, concurrency; minutes): the figures in docs/reliability.md
+	FAKEPDS_SOAK=1 $(GO) test ./internal/reliability -count=1 -v -timeout 60m
