@@ -204,11 +204,11 @@ var ErrFirehoseClosed = errors.New("harness: firehose closed")
 
 // ErrNoEvent is wrapped by the error of a wait that ended (its bound, its
 // context) before an event it wanted came.
-var ErrNoEvent = errors.New("harness: firehose: no matching event")
+var ErrNoEvent = errors.New("harness: no matching event")
 
 // ErrConcurrentWait: a wait began while another wait on the same Firehose
-// was under way.
-var ErrConcurrentWait = errors.New("harness: firehose: another wait on this subscription is under way (one wait at a time; take a second Firehose for a second reader)")
+// (or Jetstream) was under way.
+var ErrConcurrentWait = errors.New("harness: another wait on this subscription is under way (one wait at a time; subscribe again for a second reader)")
 
 // begin claims the subscription for one wait; end releases it.
 func (f *Firehose) begin() error {
@@ -261,7 +261,7 @@ func (f *Firehose) timeout(ctx context.Context, began time.Time, s *seen) error 
 	if s.last.Type != "" {
 		last = fmt.Sprintf("%d skipped; the last: %s", s.skipped, s.last)
 	}
-	return fmt.Errorf("%w after %s, ended by %s: %s: %w", ErrNoEvent, time.Since(began).Round(time.Millisecond), bound, last, ctx.Err())
+	return fmt.Errorf("%w on the firehose after %s, ended by %s: %s: %w", ErrNoEvent, time.Since(began).Round(time.Millisecond), bound, last, ctx.Err())
 }
 
 // WaitFor skips events until one satisfies match and returns it. When

@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,7 +76,8 @@ func JetstreamWaitAtMost(d time.Duration) JetstreamOption {
 }
 
 // Jetstream is a subscription to the PDS's Jetstream. It ends with the
-// test.
+// test. It serves one wait at a time (ErrConcurrentWait otherwise), as a
+// Firehose does.
 type Jetstream struct {
 	url    string
 	wait   time.Duration
@@ -84,9 +86,8 @@ type Jetstream struct {
 	done   chan struct{}
 	mu     sync.Mutex // guards err and the connection's writes
 	err    error
-	// What the waits saw, for the message of one that found nothing.
-	skipped int
-	last    JetstreamEvent
+	// waiting is set while a wait runs: one at a time, as on a Firehose.
+	waiting atomic.Bool
 }
 
 // Jetstream subscribes to the PDS's Jetstream: live from now, or from
@@ -200,10 +201,15 @@ func (j *Jetstream) Next(ctx context.Context) (JetstreamEvent, error) {
 // WaitFor skips events until one satisfies match and returns it. When
 // none comes in time its error says how many it skipped and the last one.
 func (j *Jetstream) WaitFor(ctx context.Context, match func(JetstreamEvent) bool) (JetstreamEvent, error) {
+	if !j.waiting.CompareAndSwap(false, true) {
+		return JetstreamEvent{}, ErrConcurrentWait
+	}
+	defer j.waiting.Store(false)
 	ctx, cancel := bounded(ctx, j.wait)
 	defer cancel()
 	began := time.Now()
-	j.skipped, j.last = 0, JetstreamEvent{}
+	var skipped int
+	var lastSeen JetstreamEvent
 	for {
 		select {
 		case e, ok := <-j.events:
@@ -215,18 +221,18 @@ func (j *Jetstream) WaitFor(ctx context.Context, match func(JetstreamEvent) bool
 			if match(e) {
 				return e, nil
 			}
-			j.skipped++
-			j.last = e
+			skipped++
+			lastSeen = e
 		case <-ctx.Done():
 			bound := fmt.Sprintf("the wait's bound (%s; harness.JetstreamWaitAtMost or a context deadline changes it)", j.wait)
 			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
 				bound = "its context"
 			}
 			last := "no event arrived"
-			if j.last.Kind != "" {
-				last = fmt.Sprintf("%d skipped; the last: %s", j.skipped, JetstreamString(j.last))
+			if lastSeen.Kind != "" {
+				last = fmt.Sprintf("%d skipped; the last: %s", skipped, JetstreamString(lastSeen))
 			}
-			return JetstreamEvent{}, fmt.Errorf("%w after %s, ended by %s: %s: %w", ErrNoEvent,
+			return JetstreamEvent{}, fmt.Errorf("%w on the Jetstream after %s, ended by %s: %s: %w", ErrNoEvent,
 				time.Since(began).Round(time.Millisecond), bound, last, ctx.Err())
 		}
 	}

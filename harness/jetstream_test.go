@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"log/slog"
 	"net"
@@ -222,5 +223,37 @@ func TestJetstreamOptionsUpdate(t *testing.T) {
 	exact := p.Jetstream(t, harness.WantDIDs(b.DID), harness.JetstreamCursor(e.Cursor))
 	if got, err := exact.Next(t.Context()); err != nil || got.Cursor != e.Cursor || !harness.JetstreamOp("create", marker.URI)(got) {
 		t.Fatalf("from cursor %d: %s, %v", e.Cursor, harness.JetstreamString(got), err)
+	}
+}
+
+// A Jetstream, like a Firehose, serves one wait at a time: a second wait
+// would split the events between them and race on what the first saw.
+func TestJetstreamRefusesConcurrentWaits(t *testing.T) {
+	t.Parallel()
+	p := harness.New(t)
+	a := p.NewAccount(t)
+	js := p.Jetstream(t, harness.WantDIDs(a.DID), harness.JetstreamWaitAtMost(5*time.Second))
+	inside, release := make(chan struct{}), make(chan struct{})
+	first := make(chan error, 1)
+	go func() {
+		_, err := js.WaitFor(t.Context(), func(harness.JetstreamEvent) bool {
+			close(inside)
+			<-release
+			return true
+		})
+		first <- err
+	}()
+	a.Post(t, "one")
+	a.Post(t, "two")
+	<-inside
+	if _, err := js.Next(t.Context()); !errors.Is(err, harness.ErrConcurrentWait) {
+		t.Errorf("Next during a WaitFor: err = %v, want ErrConcurrentWait", err)
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatalf("the first wait: %v", err)
+	}
+	if _, err := js.Next(t.Context()); err != nil {
+		t.Fatalf("a wait after the first ended: %v", err)
 	}
 }
