@@ -257,3 +257,50 @@ func TestWellKnownAndResolveHandle(t *testing.T) {
 	_, err = comatproto.IdentityResolveHandle(t.Context(), atclient.NewAPIClient(s.URL()), "nobody.test")
 	apiErr(t, err, 400, "HandleNotFound")
 }
+
+// TestHandleCase: handles are stored lower case and compared exactly, as
+// the reference compares them. Only resolveHandle and login lower-case
+// what they are given (asked of npm 0.5.35: describeRepo of Case.test 400
+// RepoNotFound, createRecord 403 AccountNotFound, listRecords and
+// getRecord 400 "Could not find repo", /.well-known/atproto-did 404).
+func TestHandleCase(t *testing.T) {
+	s := start(t, pds.Config{})
+	acct := createAccount(t, s, "casey.test", "casey@example.com", "pw")
+	const mixed = "Casey.test"
+	bearer := "Bearer " + acct.AccessJwt
+	post := `{"repo":"` + mixed + `","collection":"app.bsky.feed.post","record":{"$type":"app.bsky.feed.post","text":"hi","createdAt":"2024-01-01T00:00:00Z"}}`
+	for _, c := range []struct {
+		name, method, nsid, query, authz string
+		body                             *string
+		status                           int
+		errName                          string
+	}{
+		{"describeRepo", "GET", "com.atproto.repo.describeRepo", "repo=" + mixed, "", nil, 400, "RepoNotFound"},
+		{"listRecords", "GET", "com.atproto.repo.listRecords", "collection=app.bsky.feed.post&repo=" + mixed, "", nil, 400, "InvalidRequest"},
+		{"getRecord", "GET", "com.atproto.repo.getRecord", "collection=app.bsky.feed.post&rkey=self&repo=" + mixed, "", nil, 400, "InvalidRequest"},
+		{"createRecord", "POST", "com.atproto.repo.createRecord", "", bearer, &post, 403, "AccountNotFound"},
+	} {
+		status, body := rawCall(t, s, c.method, c.nsid, c.query, c.authz, c.body)
+		if status != c.status || body["error"] != c.errName {
+			t.Errorf("%s of %s = %d %v, want %d %s", c.name, mixed, status, body, c.status, c.errName)
+		}
+	}
+	if out, err := comatproto.IdentityResolveHandle(t.Context(), atclient.NewAPIClient(s.URL()), mixed); err != nil || out.Did != acct.Did {
+		t.Errorf("resolveHandle %s = %+v, %v; want %s", mixed, out, err, acct.Did)
+	}
+	if out := login(t, s, "CASEY.TEST", "pw"); out.Did != acct.Did {
+		t.Errorf("createSession as CASEY.TEST = %s, want %s", out.Did, acct.Did)
+	}
+	for host, want := range map[string]int{"casey.test": 200, mixed: 404} {
+		req, _ := http.NewRequestWithContext(t.Context(), "GET", s.URL()+"/.well-known/atproto-did", nil)
+		req.Host = host
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		if resp.StatusCode != want {
+			t.Errorf("/.well-known/atproto-did for Host %s = %d, want %d", host, resp.StatusCode, want)
+		}
+	}
+}

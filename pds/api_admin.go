@@ -452,15 +452,10 @@ func (s *Server) adminUpdateAccountEmail(w http.ResponseWriter, r *http.Request,
 	ctx := r.Context()
 	var acc *account.Account
 	var err error
-	switch {
-	case strings.HasPrefix(ident, "did:"):
+	if strings.HasPrefix(ident, "did:") {
 		acc, err = s.accounts.ByDID(ctx, ident)
-	case ident == strings.ToLower(ident):
-		// The reference compares the handle exactly; stored handles are
-		// lower case.
+	} else {
 		acc, err = s.accounts.ByHandle(ctx, ident)
-	default:
-		err = account.ErrNotFound
 	}
 	if errors.Is(err, account.ErrNotFound) {
 		return xrpc.InvalidRequest("", "Account does not exist: %s", ident)

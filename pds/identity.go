@@ -135,7 +135,9 @@ func (s *Server) isServiceHandle(handle string) bool {
 // wellKnownDID serves /.well-known/atproto-did for the handle named by the
 // Host header, as the reference: the DID as plain text, or 404.
 func (s *Server) wellKnownDID(w http.ResponseWriter, r *http.Request) {
-	host := strings.ToLower(r.Host)
+	// The handle is the host as sent, in its case: the reference
+	// compares it exactly, so Alice.test is not alice.test here.
+	host := r.Host
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}

@@ -67,7 +67,7 @@ var Known = []Difference{
 	// ------------------------------------------------------ deliberate
 	{
 		ID:        "plc-did-document-format",
-		Scenarios: []string{"account-create", "repo-list-describe", "firehose-account-creation", "identity", "handle-reserved"},
+		Scenarios: []string{"account-create", "repo-list-describe", "firehose-account-creation", "identity", "handle-reserved", "handle-case"},
 		At:        []string{"* > body.didDoc.@context", "* > body.didDoc.verificationMethod"},
 		Backends:  []string{"inprocess"},
 		Verdict:   "deliberate", Reference: ReferenceVersion,
@@ -124,6 +124,15 @@ var Known = []Difference{
 		Backends:  []string{"inprocess"},
 		Verdict:   "deliberate", Reference: ReferenceVersion,
 		Summary: "describeRepo right after updateHandle shows the new DID document and handleIsCorrect true; the reference serves its cached DID document (old handle, handleIsCorrect false) until the cache goes stale",
+	},
+
+	{
+		ID:        "getrecord-not-local",
+		Scenarios: []string{"handle-case"},
+		At:        []string{"getRecord mixed"},
+		Backends:  []string{"inprocess"},
+		Verdict:   "deliberate", Reference: ReferenceVersion,
+		Summary: "getRecord of a repo this PDS does not hold (here a handle in another case) answers 400 InvalidRequest \"Could not find repo\", as listRecords does; the reference proxies it to its appview (in dev-env, unreachable: 502 UpstreamFailure)",
 	},
 
 	// ------------------------------------------------------------- bugs

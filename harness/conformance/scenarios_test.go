@@ -19,6 +19,7 @@ var scenarios = []scenario{
 	{name: "sync", run: syncEndpoints},
 	{name: "identity", run: identity},
 	{name: "handle-reserved", run: handleReserved},
+	{name: "handle-case", run: handleCase},
 	{name: "admin-takedown", run: adminTakedown},
 	{name: "admin-accounts", run: adminAccounts},
 	{name: "firehose-account-creation", run: firehoseAccountCreation},

@@ -129,9 +129,12 @@ func (m *Manager) ByDID(ctx context.Context, did string) (*Account, error) {
 	return acc, err
 }
 
-// ByHandle finds an account by handle (normalized to lower case).
+// ByHandle finds an account by handle, compared exactly as the reference
+// compares it: handles are stored lower case, so one given in another case
+// is not found unless the caller normalized it first, as the reference's
+// resolveHandle and login do and its repo methods do not.
 func (m *Manager) ByHandle(ctx context.Context, handle string) (*Account, error) {
-	return m.lookup(ctx, &m.byHandle, `WHERE a.handle = ?`, strings.ToLower(handle))
+	return m.lookup(ctx, &m.byHandle, `WHERE a.handle = ?`, handle)
 }
 
 // ByEmail finds an account by email, case-insensitively.
