@@ -134,8 +134,22 @@ var Known = []Difference{
 		Verdict:   "deliberate", Reference: ReferenceVersion,
 		Summary: "getRecord of a repo this PDS does not hold (here a handle in another case) answers 400 InvalidRequest \"Could not find repo\", as listRecords does; the reference proxies it to its appview (in dev-env, unreachable: 502 UpstreamFailure)",
 	},
+	{
+		ID:        "import-foreign-commit-did",
+		Scenarios: []string{"repo-import"},
+		At:        []string{"alice's next commit > checks.did"},
+		Backends:  []string{"inprocess"},
+		Verdict:   "deliberate", Reference: ReferenceVersion,
+		Summary: "after importRepo of another account's repo (200 on both), the next commit names the importing account's DID; the reference's names the other account's (taken from the imported head) and signs it with the importing account's key, a commit no consumer can verify",
+	},
 
 	// ------------------------------------------------------------- bugs
-	// (none known: each one found was fixed in pds/; a new one goes here,
-	// with Verdict "bug", until it is)
+	{
+		ID:        "import-keeps-rev",
+		Scenarios: []string{"repo-import"},
+		At:        []string{"getLatestCommit alice after import > body.rev", "createRecord alice after import > body.commit.rev", "createRecord alice after import > body.uri"},
+		Backends:  []string{"inprocess"},
+		Verdict:   "bug", Reference: ReferenceVersion,
+		Summary: "importRepo keeps the imported commit's rev as the repo's; the reference sets a fresh rev (getLatestCommit shows it, the next commit's since names it)",
+	},
 }

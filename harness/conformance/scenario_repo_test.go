@@ -1,11 +1,13 @@
 package conformance
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"strings"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
+	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
@@ -221,4 +223,27 @@ func preferences(r *run) {
 	r.post("putPreferences other namespace", a, "app.bsky.actor.putPreferences", map[string]any{"preferences": []any{map[string]any{"$type": "com.example.pref"}}})
 	r.post("putPreferences missing", a, "app.bsky.actor.putPreferences", map[string]any{})
 	r.get("getPreferences no auth", nil, "app.bsky.actor.getPreferences")
+}
+
+// importRepo of another account's CAR: the reference checks neither the
+// commit's DID nor its signature, so it imports (records under the
+// caller's DID, the other account's commit as the head).
+func repoImport(r *run) {
+	a, b := r.account("alice"), r.account("bob")
+	r.post("createRecord alice", a, "com.atproto.repo.createRecord", write(a.DID.String(), "app.bsky.feed.post", "", post("alice's")))
+	theirs := r.post("createRecord bob", b, "com.atproto.repo.createRecord", write(b.DID.String(), "app.bsky.feed.post", "", post("bob's")))
+	car := r.get("getRepo bob", nil, "com.atproto.sync.getRepo", "did", b.DID.String())
+	r.post("importRepo bob's repo as alice", a, "com.atproto.repo.importRepo", raw{car.Raw, "application/vnd.ipld.car"})
+	r.get("listRecords alice after import", nil, "com.atproto.repo.listRecords", "repo", a.DID.String(), "collection", "app.bsky.feed.post")
+	latest := r.get("getLatestCommit alice after import", nil, "com.atproto.sync.getLatestCommit", "did", a.DID.String())
+	r.check("alice's head is bob's commit", map[string]any{"same": latest.S("cid") == theirs.S("commit.cid")})
+	r.post("createRecord alice after import", a, "com.atproto.repo.createRecord", write(a.DID.String(), "app.bsky.feed.post", "", post("alice's again")))
+	after := r.get("getRepo alice after write", nil, "com.atproto.sync.getRepo", "did", a.DID.String())
+	commit, _, err := indigorepo.LoadCommitFromCAR(r.t.Context(), bytes.NewReader(after.Raw))
+	did := "unreadable: " + fmt.Sprint(err)
+	if err == nil {
+		did = commit.DID
+	}
+	r.check("alice's next commit", map[string]any{"did": did})
+	r.post("importRepo not a CAR", a, "com.atproto.repo.importRepo", raw{[]byte("not a car"), "application/vnd.ipld.car"})
 }

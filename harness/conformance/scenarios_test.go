@@ -14,6 +14,7 @@ var scenarios = []scenario{
 	{name: "repo-put-delete", run: repoPutDelete},
 	{name: "repo-apply-writes", run: repoApplyWrites},
 	{name: "repo-list-describe", run: repoListDescribe},
+	{name: "repo-import", run: repoImport},
 	{name: "preferences", run: preferences},
 	{name: "blobs", run: blobs},
 	{name: "sync", run: syncEndpoints},

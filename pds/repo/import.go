@@ -63,8 +63,11 @@ const importFlush = 1 << 20
 // the caller can redo those records' blob refs. ImportCAR makes no commit
 // of its own and no event, as in the reference.
 //
-// It checks more than the reference: the commit must be of did, and the
-// tree well formed. A CAR the reference cannot read (ErrUnreadableRepo),
+// Like the reference, it checks neither the commit's DID nor its
+// signature: another account's repo imports as it is, its records under
+// did's URIs and its commit, naming the other DID, as the head (the next
+// commit of did names did again). It checks more than the reference:
+// the tree must be well formed. A CAR the reference cannot read (ErrUnreadableRepo),
 // a tree with nodes missing among them, is its 500; the rest of what it
 // refuses is ErrInvalidRepo. Records the repo already holds need not
 // be in the CAR; any other must be, as a parsable record. Blocks and
@@ -93,9 +96,6 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR) ([]Op, e
 	tree, err := mst.LoadTreeFromStore(ctx, c, commit.Data)
 	if err != nil {
 		return nil, fmt.Errorf("%w: reading MST from CAR file: %v", ErrUnreadableRepo, err)
-	}
-	if commit.DID != did.String() {
-		return nil, fmt.Errorf("%w: repo of %s, not %s", ErrInvalidRepo, commit.DID, did)
 	}
 	if tree.IsPartial() {
 		return nil, fmt.Errorf("%w: MST blocks missing", ErrUnreadableRepo)
