@@ -42,3 +42,40 @@ func BenchmarkCommit(b *testing.B) {
 		})
 	}
 }
+
+// benchSchema has the shape of the server's own databases: a few tables
+// with indexes, created by one migration.
+var benchSchema = []string{`
+	CREATE TABLE a (id TEXT PRIMARY KEY, did TEXT NOT NULL, v BLOB NOT NULL, at INTEGER NOT NULL);
+	CREATE INDEX a_did ON a (did);
+	CREATE TABLE b (k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;
+	CREATE TABLE c (seq INTEGER PRIMARY KEY, did TEXT NOT NULL, at INTEGER NOT NULL);
+	CREATE INDEX c_did ON c (did, seq);`,
+}
+
+// BenchmarkOpenClose is a new database file from nothing to closed, as a
+// server start and stop makes each of its databases (and createAccount its
+// actor store): Open (file, WAL, schema), one write, Close.
+func BenchmarkOpenClose(b *testing.B) {
+	dir := b.TempDir()
+	b.Logf("data dir %s on %s", dir, fsname.Of(dir))
+	ctx := b.Context()
+	i := 0
+	for b.Loop() {
+		p := filepath.Join(dir, strconv.Itoa(i)+".sqlite")
+		i++
+		db, err := store.Open(ctx, p, store.Options{Migrations: benchSchema})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO b (k, v) VALUES ('k', 'v')`)
+			return err
+		}); err != nil {
+			b.Fatal(err)
+		}
+		if err := db.Close(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
