@@ -27,15 +27,12 @@ func Path(dir, did string) string {
 // under dir with the given store options and this package's schema.
 func Opener(dir string, opts store.Options) OpenFunc[*store.DB] {
 	opts.Migrations = Migrations
-	tpl := &template{}
 	return func(ctx context.Context, did string) (*store.DB, error) {
 		p := Path(dir, did)
 		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
 			return nil, fmt.Errorf("actorstore: %w", err)
 		}
-		if err := tpl.create(ctx, p, opts); err != nil {
-			return nil, err
-		}
+		// A new store is a copy of store's template of Migrations.
 		return store.Open(ctx, p, opts)
 	}
 }

@@ -97,9 +97,18 @@ type DB struct {
 // migrations this build knows.
 var ErrDirty = errors.New("store: database schema is newer than this build")
 
-// Open opens (creating if needed) the database at path, applies its
-// pragmas, reads them back and runs pending migrations.
+// Open opens (creating if needed, from a template: see template.go) the
+// database at path, applies its pragmas, reads them back and runs pending
+// migrations.
 func Open(ctx context.Context, path string, opts Options) (*DB, error) {
+	if err := fromTemplate(ctx, path, opts); err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return open(ctx, path, opts)
+}
+
+// open is Open of a file that is there (or that SQLite creates).
+func open(ctx context.Context, path string, opts Options) (*DB, error) {
 	readers := opts.Readers
 	if readers <= 0 {
 		readers = DefaultReaders
@@ -130,7 +139,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 	w.SetConnMaxLifetime(0)
 
 	db := &DB{path: path, w: w}
-	got, err := readSettings(ctx, w)
+	got, version, err := readSettings(ctx, w)
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
@@ -145,7 +154,7 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 			"busy_timeout", got.BusyTimeout, "foreign_keys", got.ForeignKeys,
 			"journal_size_limit", got.JournalSizeLimit, "wal_autocheckpoint", got.WALAutoCheckpoint)
 	}
-	if err := db.migrate(ctx, opts.Migrations); err != nil {
+	if err := db.migrate(ctx, version, opts.Migrations); err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: migrate %s: %w", path, err)
 	}
@@ -188,32 +197,43 @@ func dsn(path string, s Settings, reader bool) string {
 	return "file:" + path + "?" + q.Encode()
 }
 
-func readSettings(ctx context.Context, db *sql.DB) (Settings, error) {
-	var s Settings
+// readSettings reads the pragmas back, and the schema's user_version with
+// them so that an up-to-date database needs no write transaction to find out.
+func readSettings(ctx context.Context, db *sql.DB) (s Settings, version int, err error) {
 	var busyMS int64
 	var fk int
 	// Few round trips: opening an actor store is on createAccount's path.
 	// wal_autocheckpoint has no table-valued form, so it is asked alone.
-	err := db.QueryRowContext(ctx, `SELECT
+	err = db.QueryRowContext(ctx, `SELECT
 		(SELECT journal_mode FROM pragma_journal_mode),
 		(SELECT synchronous FROM pragma_synchronous),
 		(SELECT timeout FROM pragma_busy_timeout),
 		(SELECT foreign_keys FROM pragma_foreign_keys),
-		(SELECT journal_size_limit FROM pragma_journal_size_limit)`).
-		Scan(&s.JournalMode, &s.Synchronous, &busyMS, &fk, &s.JournalSizeLimit)
+		(SELECT journal_size_limit FROM pragma_journal_size_limit),
+		(SELECT user_version FROM pragma_user_version)`).
+		Scan(&s.JournalMode, &s.Synchronous, &busyMS, &fk, &s.JournalSizeLimit, &version)
 	if err == nil {
 		err = db.QueryRowContext(ctx, `PRAGMA wal_autocheckpoint`).Scan(&s.WALAutoCheckpoint)
 	}
 	if err != nil {
-		return Settings{}, fmt.Errorf("read back pragmas: %w", err)
+		return Settings{}, 0, fmt.Errorf("read back pragmas: %w", err)
 	}
 	s.JournalMode = strings.ToLower(s.JournalMode)
 	s.BusyTimeout = time.Duration(busyMS) * time.Millisecond
 	s.ForeignKeys = fk == 1
-	return s, nil
+	return s, version, nil
 }
 
-func (db *DB) migrate(ctx context.Context, migrations []string) error {
+// migrate runs the migrations past version (the user_version read at
+// open). Up to date, it writes nothing; otherwise it reads user_version
+// again inside the write transaction, which is what decides.
+func (db *DB) migrate(ctx context.Context, version int, migrations []string) error {
+	if version == len(migrations) {
+		return nil
+	}
+	if version > len(migrations) {
+		return fmt.Errorf("%w: user_version %d, known %d", ErrDirty, version, len(migrations))
+	}
 	return db.Write(ctx, func(tx *sql.Tx) error {
 		var v int
 		if err := tx.QueryRowContext(ctx, "PRAGMA user_version").Scan(&v); err != nil {

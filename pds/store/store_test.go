@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -149,19 +150,101 @@ func TestMigrations(t *testing.T) {
 // A failed migration leaves the database as it was: user_version and tables.
 func TestMigrationFailureRollsBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "m.sqlite")
-	_, err := store.Open(t.Context(), path, store.Options{Migrations: []string{
-		`CREATE TABLE ok (x INTEGER)`,
-		`CREATE TABLE bad (x INTEGER); SELECT * FROM missing_table`,
-	}})
+	v1 := []string{`CREATE TABLE ok (x INTEGER)`}
+	db, err := store.Open(t.Context(), path, store.Options{Migrations: v1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	db.Close()
+	_, err = store.Open(t.Context(), path, store.Options{Migrations: append(v1,
+		`CREATE TABLE bad (x INTEGER); CREATE TABLE worse (y INTEGER); SELECT * FROM missing_table`,
+		`CREATE TABLE never (x INTEGER)`,
+	)})
 	if err == nil {
 		t.Fatal("open with a failing migration succeeded")
 	}
-	db := open(t, path, store.Options{Migrations: []string{}})
+	db = open(t, path, store.Options{Migrations: v1})
 	var v, n int
 	db.Reader().QueryRow(`PRAGMA user_version`).Scan(&v)
 	db.Reader().QueryRow(`SELECT count(*) FROM sqlite_master WHERE type = 'table'`).Scan(&n)
-	if v != 0 || n != 0 {
-		t.Fatalf("after failed migration: user_version=%d tables=%d, want 0 and 0", v, n)
+	if v != 1 || n != 1 {
+		t.Fatalf("after failed migration: user_version=%d tables=%d, want 1 and 1", v, n)
+	}
+	// A new file of a failing list is not made at all.
+	if _, err := store.Open(t.Context(), path+"2", store.Options{Migrations: []string{`SELECT * FROM missing_table`}}); err == nil {
+		t.Fatal("open of a new file with a failing migration succeeded")
+	}
+	if _, err := os.Stat(path + "2"); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("failed open left a file: %v", err)
+	}
+}
+
+// schema is the database's schema as SQLite keeps it, and its user_version.
+func schema(t *testing.T, db *store.DB) string {
+	t.Helper()
+	var b strings.Builder
+	var v int
+	if err := db.Reader().QueryRow(`PRAGMA user_version`).Scan(&v); err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(&b, "user_version %d\n", v)
+	rows, err := db.Reader().Query(`SELECT type, name, coalesce(sql, '') FROM sqlite_master ORDER BY name`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var typ, name, sql string
+		if err := rows.Scan(&typ, &name, &sql); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(&b, "%s %s %s\n", typ, name, sql)
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+// A new file is a copy of its migrations' template: the same schema and
+// user_version as running them, in WAL mode, and each list has its own.
+func TestNewFileFromTemplate(t *testing.T) {
+	dir := t.TempDir()
+	v1 := []string{`CREATE TABLE a (x INTEGER PRIMARY KEY, y TEXT NOT NULL); CREATE INDEX a_y ON a (y)`}
+	v2 := append(slices.Clip(v1), `CREATE TABLE b (z BLOB)`)
+
+	// The long way: an existing empty file is SQLite's to make a database of.
+	long := filepath.Join(dir, "long.sqlite")
+	if err := os.WriteFile(long, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	want := schema(t, open(t, long, store.Options{Migrations: v2}))
+
+	for i, migrations := range [][]string{v2, v1, v2} {
+		db := open(t, filepath.Join(dir, fmt.Sprintf("%d.sqlite", i)), store.Options{Migrations: migrations})
+		got := schema(t, db)
+		if len(migrations) == len(v2) && got != want {
+			t.Errorf("file %d: schema\n%s\nwant (migrated)\n%s", i, got, want)
+		}
+		if len(migrations) == len(v1) && (strings.Contains(got, "TABLE b") || !strings.Contains(got, "user_version 1\n")) {
+			t.Errorf("file %d, one migration: schema\n%s", i, got)
+		}
+		if m := db.Settings().JournalMode; m != "wal" {
+			t.Errorf("file %d: journal_mode %q", i, m)
+		}
+		if err := db.Write(t.Context(), func(tx *sql.Tx) error {
+			_, err := tx.Exec(`INSERT INTO a (y) VALUES ('w')`)
+			return err
+		}); err != nil {
+			t.Errorf("file %d: write: %v", i, err)
+		}
+	}
+	// The template is made beside the first file and removed.
+	ents, _ := os.ReadDir(dir)
+	for _, e := range ents {
+		if strings.HasPrefix(e.Name(), ".template") {
+			t.Errorf("template left behind: %s", e.Name())
+		}
 	}
 }
 

@@ -1,0 +1,116 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+)
+
+// A new database file is a copy of a template: an empty database of the
+// same migrations, already in WAL mode, made once per process. Creating
+// the file through SQLite costs a rollback journal (the switch to WAL is a
+// write to a file not yet in WAL), the schema's pages written one frame at
+// a time and a checkpoint at close; a copy is one file written whole.
+// Opening it then runs no migration: its user_version is already theirs.
+
+// template is the bytes of one migration list's empty database, once made.
+// A failure is not kept: the next Open tries again (the directory may exist
+// by then).
+type template struct {
+	mu   sync.Mutex
+	data []byte
+}
+
+func (t *template) bytes(ctx context.Context, dir string, opts Options) ([]byte, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.data == nil {
+		b, err := makeTemplate(ctx, dir, opts)
+		if err != nil {
+			return nil, fmt.Errorf("template: %w", err)
+		}
+		t.data = b
+	}
+	return t.data, nil
+}
+
+// templates holds a *template per migration list (its statements joined).
+var templates sync.Map
+
+// fromTemplate writes the template of opts.Migrations at path when no file
+// is there. A name SQLite treats specially (":memory:", a "file:" URI, "")
+// is left to SQLite.
+func fromTemplate(ctx context.Context, path string, opts Options) error {
+	if path == "" || path == ":memory:" || strings.HasPrefix(path, "file:") {
+		return nil
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		return err // there (nil), or cannot tell
+	}
+	v, _ := templates.LoadOrStore(strings.Join(opts.Migrations, "\x00"), &template{})
+	data, err := v.(*template).bytes(ctx, filepath.Dir(path), opts)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // made meanwhile by another Open: SQLite's to share
+	}
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil && opts.Fsync {
+		// Durable means the file and its name.
+		err = f.Sync()
+		if err == nil {
+			err = syncDir(filepath.Dir(path))
+		}
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		os.Remove(path)
+	}
+	return err
+}
+
+// makeTemplate creates a database of opts.Migrations in dir the long way
+// and returns its bytes once closed (the close checkpoints the WAL into
+// the file).
+func makeTemplate(ctx context.Context, dir string, opts Options) ([]byte, error) {
+	f, err := os.CreateTemp(dir, ".template-*.sqlite")
+	if err != nil {
+		return nil, err
+	}
+	p := f.Name()
+	f.Close()
+	defer func() {
+		for _, suffix := range []string{"", "-wal", "-shm"} {
+			os.Remove(p + suffix)
+		}
+	}()
+	// The file exists (empty), so this Open creates it the long way. Its
+	// durability does not matter: only its bytes are kept.
+	opts.Fsync = false
+	db, err := open(ctx, p, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.Close(); err != nil {
+		return nil, err
+	}
+	return os.ReadFile(p)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
