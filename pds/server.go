@@ -158,7 +158,7 @@ type Server struct {
 	imports  chan struct{}  // a token per importRepo parsing or writing
 	settings store.Settings // of the account database, as read back
 
-	jetstream *jetstream.Handler // serves /subscribe
+	jetstream *jetstream.Handler // serves /subscribe and the v2 subscribeEvents
 
 	clock  clock.Clock
 	tokens *auth.Tokens
@@ -607,6 +607,8 @@ func (s *Server) routes() http.Handler {
 	s.xrpc = x
 	mux.Handle("/xrpc/", x)
 	mux.Handle("GET "+jetstream.Path, s.jetstream)
+	mux.Handle("GET "+jetstream.PathV2, s.jetstream.V2()) // more specific than /xrpc/
+	mux.HandleFunc("GET "+jetstream.PathDictionary, s.jetstream.ServeDictionary)
 	mux.HandleFunc("GET /xrpc/_health", s.health)
 	mux.HandleFunc("GET /{$}", s.root)
 	mux.HandleFunc("GET /robots.txt", s.robots)

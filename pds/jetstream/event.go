@@ -22,6 +22,7 @@ const (
 	KindCommit   = "commit"
 	KindIdentity = "identity"
 	KindAccount  = "account"
+	KindSync     = "sync" // v2 only: v1 Jetstream never sends #sync
 
 	OpCreate = "create"
 	OpUpdate = "update"
@@ -39,6 +40,7 @@ type Event struct {
 	Commit   *Commit                                 `json:"commit,omitempty"`
 	Account  *comatproto.SyncSubscribeRepos_Account  `json:"account,omitempty"`
 	Identity *comatproto.SyncSubscribeRepos_Identity `json:"identity,omitempty"`
+	Sync     *comatproto.SyncSubscribeRepos_Sync     `json:"sync,omitempty"`
 }
 
 // Commit is one op of a repo commit. Record and CID are empty for a delete.
@@ -92,13 +94,10 @@ func body(e sequencer.Stored) (*bytes.Reader, error) {
 }
 
 // decode turns a stored event into its Jetstream events: one per op of a
-// commit, one for an identity or account event, none for a #sync (v1
-// Jetstream never sends them) or a commit too big to carry its blocks.
+// commit, one for an identity, account or #sync event (the v1 wire skips
+// #sync), none for a commit too big to carry its blocks.
 func decode(e sequencer.Stored) (decoded, error) {
 	d := decoded{seq: e.Seq, ms: e.Time.UnixMilli()}
-	if e.Type == sequencer.TypeSync {
-		return d, nil
-	}
 	r, err := body(e)
 	if err != nil {
 		return d, err
@@ -116,6 +115,12 @@ func decode(e sequencer.Stored) (decoded, error) {
 			return d, fmt.Errorf("jetstream: seq %d: %w", e.Seq, err)
 		}
 		d.events = []Event{{DID: acc.Did, Cursor: CursorOf(e.Seq, 0), Kind: KindAccount, Account: &acc}}
+	case sequencer.TypeSync:
+		var sy comatproto.SyncSubscribeRepos_Sync
+		if err := sy.UnmarshalCBOR(r); err != nil {
+			return d, fmt.Errorf("jetstream: seq %d: %w", e.Seq, err)
+		}
+		d.events = []Event{{DID: sy.Did, Cursor: CursorOf(e.Seq, 0), Kind: KindSync, Sync: &sy}}
 	case sequencer.TypeCommit:
 		var c comatproto.SyncSubscribeRepos_Commit
 		if err := c.UnmarshalCBOR(r); err != nil {

@@ -24,6 +24,7 @@ var ErrInvalidOptions = errors.New("invalid subscriber options")
 
 // filter is what a subscriber asked for. Nil sets match everything.
 type filter struct {
+	kinds       map[string]bool // v2's kinds; v1 has none
 	dids        map[string]struct{}
 	collections map[string]struct{}
 	prefixes    []string // each ends in "."
@@ -80,10 +81,13 @@ func newFilter(collections, dids []string, maxSize int) (*filter, error) {
 	return f, nil
 }
 
-// wants: wantedDids applies to every kind, wantedCollections only to
-// commits (identity and account events reach every subscriber of their
-// DID, as Jetstream's README promises).
+// wants: kinds (v2) and wantedDids apply to every kind, wantedCollections
+// only to commits (identity, account and sync events reach every
+// subscriber of their DID, as Jetstream's README promises).
 func (f *filter) wants(e *Event) bool {
+	if f.kinds != nil && !f.kinds[e.Kind] {
+		return false
+	}
 	if f.dids != nil {
 		if _, ok := f.dids[e.DID]; !ok {
 			return false

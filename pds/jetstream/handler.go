@@ -48,6 +48,7 @@ type Handler struct {
 	seq  *sequencer.Sequencer
 	opts Options
 	up   websocket.Upgrader
+	upV2 websocket.Upgrader // echoes the xrpc.v1.json subprotocol
 
 	// Upgraded connections are hijacked: http.Server.Shutdown does not
 	// end them, Close does.
@@ -74,9 +75,11 @@ func New(seq *sequencer.Sequencer, opts Options) *Handler {
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	return &Handler{seq: seq, opts: opts, conns: map[*websocket.Conn]context.CancelFunc{}, up: websocket.Upgrader{
-		CheckOrigin: func(*http.Request) bool { return true }, // browsers are welcome, as on Jetstream
-	}}
+	anyOrigin := func(*http.Request) bool { return true } // browsers are welcome, as on Jetstream
+	return &Handler{seq: seq, opts: opts, conns: map[*websocket.Conn]context.CancelFunc{},
+		up:   websocket.Upgrader{CheckOrigin: anyOrigin},
+		upV2: websocket.Upgrader{CheckOrigin: anyOrigin, Subprotocols: []string{Subprotocol}},
+	}
 }
 
 // encoder compresses as the legacy Jetstream does (its dictionary, a
@@ -92,9 +95,10 @@ var encoder = sync.OnceValues(func() (*zstd.Encoder, error) {
 func Dictionary() []byte { return models.ZSTDDictionary }
 
 // subscription is one subscriber's fixed choices; its filter changes with
-// options_update.
+// options_update (v1 only).
 type subscription struct {
 	conn     *websocket.Conn
+	v2       bool // network.bsky.jetstream.subscribeEvents framing
 	compress bool
 	filter   atomic.Pointer[filter]
 	hello    chan struct{} // closed by the first valid options_update
@@ -118,24 +122,55 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
+	h.serve(w, r, &subscription{compress: compress}, f, q.Get("cursor"), q.Get("requireHello") == "true")
+}
+
+// refusal is an answer before the upgrade: plain text on v1, an XRPC
+// error body on v2.
+type refusal struct {
+	status        int
+	name, message string
+}
+
+func (h *Handler) refuse(w http.ResponseWriter, sub *subscription, r refusal) {
+	if !sub.v2 {
+		http.Error(w, r.message, r.status)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.WriteHeader(r.status)
+	body, _ := json.Marshal(map[string]string{"error": r.name, "message": r.message})
+	_, _ = w.Write(body)
+}
+
+// serve upgrades a subscriber whose options are checked and streams to it.
+func (h *Handler) serve(w http.ResponseWriter, r *http.Request, sub *subscription, f *filter, cursor string, requireHello bool) {
 	// The starting point is fixed before the upgrade answers: once the
 	// client's dial returns, every later append reaches it. The wake-up
 	// channel is taken before the head is read, so an append in between
 	// is not missed.
 	changed := h.seq.Changed()
-	start, err := h.start(r.Context(), q.Get("cursor"))
+	start, err := h.start(r.Context(), cursor, sub.v2)
 	if err != nil {
 		var bad badCursor
-		if errors.As(err, &bad) {
-			http.Error(w, bad.Error(), http.StatusBadRequest)
-			return
+		var old cursorTooOld
+		switch {
+		case errors.As(err, &bad):
+			h.refuse(w, sub, refusal{http.StatusBadRequest, "InvalidRequest", bad.Error()})
+		case errors.As(err, &old):
+			h.refuse(w, sub, refusal{http.StatusBadRequest, "CursorTooOld", old.Error()})
+		default:
+			h.opts.Logger.Error("jetstream: starting point", "err", err)
+			h.refuse(w, sub, refusal{http.StatusServiceUnavailable, "ServiceUnavailable", "event log unavailable"})
 		}
-		h.opts.Logger.Error("jetstream: starting point", "err", err)
-		http.Error(w, "event log unavailable", http.StatusServiceUnavailable)
 		return
 	}
 
-	conn, err := h.up.Upgrade(w, r, nil)
+	up := &h.up
+	if sub.v2 {
+		up = &h.upV2
+	}
+	conn, err := up.Upgrade(w, r, nil)
 	if err != nil {
 		return // the upgrader has answered
 	}
@@ -148,23 +183,37 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	defer h.untrack(conn)
 
-	sub := &subscription{conn: conn, compress: compress, hello: make(chan struct{})}
+	sub.conn, sub.hello = conn, make(chan struct{})
 	sub.filter.Store(f)
 	conn.SetReadLimit(MaxMessageBytes)
 	go func() {
 		defer cancel()
-		h.read(sub)
+		if sub.v2 {
+			h.readV2(sub)
+		} else {
+			h.read(sub)
+		}
 	}()
-	if q.Get("requireHello") == "true" {
+	if requireHello {
 		select {
 		case <-sub.hello:
 		case <-ctx.Done():
 			return
 		}
 	}
+	if sub.v2 && start.outdated != 0 {
+		// A time cursor before the lookback starts at its beginning;
+		// v2 says so first, as Jetstream does.
+		if err := h.writeFrame(sub, outdatedCursorFrame(start.outdated)); err != nil {
+			return
+		}
+	}
 	if err := h.stream(ctx, sub, start, changed); err != nil && ctx.Err() == nil {
 		var slow tooSlow
 		if errors.As(err, &slow) {
+			if sub.v2 {
+				_ = h.writeFrame(sub, errorFrame("ConsumerTooSlow", slow.Error()))
+			}
 			h.closeWith(conn, websocket.ClosePolicyViolation, slow.Error())
 			return
 		}
@@ -256,6 +305,14 @@ type badCursor struct{ raw string }
 
 func (b badCursor) Error() string { return "invalid cursor: " + b.raw }
 
+// cursorTooOld refuses a v2 seq cursor before the lookback, as Jetstream
+// does (v1 starts at the lookback's beginning instead).
+type cursorTooOld struct{ cursor, floor int64 }
+
+func (c cursorTooOld) Error() string {
+	return fmt.Sprintf("cursor %d below lookback floor %d; re-backfill from your last seq", c.cursor, c.floor)
+}
+
 type tooSlow struct{ behind int64 }
 
 func (s tooSlow) Error() string {
@@ -267,14 +324,18 @@ func (s tooSlow) Error() string {
 const seqCursorLimit = 1_000_000_000_000_000
 
 // position is where a walk starts (after seq after) and the first op it
-// sends: every op before from is stamped but not sent.
+// sends: every op before from is stamped but not sent. outdated, when not
+// 0, is the cursor of the lookback's first event, where a time cursor
+// older than the lookback starts.
 type position struct {
-	after int64
-	from  func(e *Event) bool
+	after    int64
+	from     func(e *Event) bool
+	outdated int64
 }
 
-// start resolves the cursor parameter.
-func (h *Handler) start(ctx context.Context, raw string) (position, error) {
+// start resolves the cursor parameter; v2 refuses a seq cursor older than
+// the lookback.
+func (h *Handler) start(ctx context.Context, raw string, v2 bool) (position, error) {
 	head, err := h.seq.Head(ctx)
 	if err != nil {
 		return position{}, err
@@ -310,13 +371,29 @@ func (h *Handler) start(ctx context.Context, raw string) (position, error) {
 			after, err := h.walkBefore(ctx, evs[0].Seq)
 			return position{after: after, from: func(e *Event) bool { return e.Cursor >= n }}, err
 		}
+		if v2 {
+			last, err := h.seq.LastBefore(ctx, time.UnixMicro(floor))
+			if err != nil {
+				return position{}, err
+			}
+			return position{}, cursorTooOld{n, CursorOf(last+1, 0)}
+		}
 		n = floor // older than the lookback: from its start
-	} else if n > now.UnixMicro() {
+	} else if n >= (now.UnixMilli()+1)*1000 {
+		// Future. Not n > now: an event's time_us may run up to 999 µs
+		// past its millisecond, and a cursor at it must replay it.
 		return live()
 	}
-	n = max(n, floor)
+	var outdated int64
+	if n < floor {
+		last, err := h.seq.LastBefore(ctx, time.UnixMicro(floor))
+		if err != nil {
+			return position{}, err
+		}
+		outdated, n = CursorOf(last+1, 0), floor
+	}
 	after, err := h.seq.LastBefore(ctx, time.UnixMicro(n).Add(-raceBound))
-	return position{after: after, from: func(e *Event) bool { return e.TimeUS >= n }}, err
+	return position{after: after, from: func(e *Event) bool { return e.TimeUS >= n }, outdated: outdated}, err
 }
 
 // raceBound is more than the time between a write taking its time and
@@ -399,32 +476,42 @@ func (h *Handler) send(sub *subscription, e sequencer.Stored, st *stamper, from 
 			}
 			*from = nil
 		}
-		if !f.wants(ev) {
+		if (ev.Kind == KindSync && !sub.v2) || !f.wants(ev) {
 			continue
 		}
-		msg, err := jsvalue.Marshal(ev)
+		var msg []byte
+		if sub.v2 {
+			msg, err = messageFrame(ev)
+		} else {
+			msg, err = jsvalue.Marshal(ev)
+		}
 		if err != nil {
 			return err
 		}
 		if f.maxSize > 0 && len(msg) > f.maxSize {
 			continue // as Jetstream: measured before compression
 		}
-		typ := websocket.TextMessage
-		if sub.compress {
-			enc, err := encoder()
-			if err != nil {
-				return err
-			}
-			msg, typ = enc.EncodeAll(msg, nil), websocket.BinaryMessage
-		}
-		if err := sub.conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil {
-			return err
-		}
-		if err := sub.conn.WriteMessage(typ, msg); err != nil {
+		if err := h.writeFrame(sub, msg); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// writeFrame writes one frame, compressed if the subscriber asked.
+func (h *Handler) writeFrame(sub *subscription, msg []byte) error {
+	typ := websocket.TextMessage
+	if sub.compress {
+		enc, err := encoder()
+		if err != nil {
+			return err
+		}
+		msg, typ = enc.EncodeAll(msg, nil), websocket.BinaryMessage
+	}
+	if err := sub.conn.SetWriteDeadline(time.Now().Add(h.opts.WriteTimeout)); err != nil {
+		return err
+	}
+	return sub.conn.WriteMessage(typ, msg)
 }
 
 // URL is the ws:// (or wss://) URL of the Jetstream of the PDS at pdsURL.

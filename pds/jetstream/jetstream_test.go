@@ -184,7 +184,8 @@ func TestFiltersAndCursors(t *testing.T) {
 // at any event's time_us replays it and what follows.
 func TestTimesOutOfOrder(t *testing.T) {
 	f := setup(t, jetstream.Options{})
-	t0 := time.Now().Truncate(time.Millisecond)
+	// In the past: a cursor after now is live.
+	t0 := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 	for i, at := range []time.Duration{0, 3, 2, 2, 5, 1, 6} {
 		f.append(t, t0.Add(at*time.Millisecond), sequencer.Identity(fmt.Sprintf("did:plc:e%d", i), ""))
 	}
