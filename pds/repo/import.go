@@ -58,21 +58,22 @@ const importFlush = 1 << 20
 
 // ImportCAR replaces the repo with the one in c, indexed
 // (repo.importRepo): the CAR's commit becomes the head as it is, signature
-// and rev included, and the record table and blocks follow it. It returns
-// what changed, as ops against the repo it replaced (sorted by path), so
-// the caller can redo those records' blob refs. ImportCAR makes no commit
-// of its own and no event, as in the reference.
+// included, under a fresh rev (as the reference's: the repo's rev is not
+// the commit block's until the next commit), and the record table and
+// blocks follow it. It returns what changed, as ops against the repo it
+// replaced (sorted by path), so the caller can redo those records' blob
+// refs. ImportCAR makes no commit of its own and no event, as in the
+// reference.
 //
 // Like the reference, it checks neither the commit's DID nor its
 // signature: another account's repo imports as it is, its records under
 // did's URIs and its commit, naming the other DID, as the head (the next
-// commit of did names did again). It checks more than the reference:
-// the tree must be well formed. A CAR the reference cannot read (ErrUnreadableRepo),
-// a tree with nodes missing among them, is its 500; the rest of what it
-// refuses is ErrInvalidRepo. Records the repo already holds need not
-// be in the CAR; any other must be, as a parsable record. Blocks and
-// records are tagged with the imported commit's rev (the reference tags
-// them with a fresh one).
+// commit of did names did again). It checks more than the reference: the
+// tree must be well formed. A CAR the reference cannot read
+// (ErrUnreadableRepo), a tree with nodes missing among them, is its 500;
+// the rest of what it refuses is ErrInvalidRepo. Records the repo already
+// holds need not be in the CAR; any other must be, as a parsable record.
+// Blocks and records are tagged with the fresh rev.
 //
 // Blocks are read from c's file as they are needed and written in
 // batches of importFlush bytes; what stays in memory is the MST (as
@@ -104,11 +105,19 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR) ([]Op, e
 		return nil, fmt.Errorf("%w: %v", ErrInvalidRepo, err)
 	}
 
+	// The repo's rev is a fresh one, after the rev it replaces, as the
+	// reference's: the commit block keeps its own.
+	_, prevRev, err := Head(ctx, tx)
+	if err != nil && !errors.Is(err, ErrRepoNotFound) {
+		return nil, err
+	}
+	rev := nextRev(prevRev)
+
 	st := newTxStmts(ctx, tx, nil)
 	// Keep exactly the blocks of the new repo: its commit and nodes, and
 	// the blocks of its records. keep also tells which are written.
 	keep := make(map[cid.Cid]struct{}, c.Len())
-	bw := &flushingBatch{batch: newBatch(commit.Rev), st: st}
+	bw := &flushingBatch{batch: newBatch(rev), st: st}
 	if err := bw.add(keep, commitCID, raw); err != nil {
 		return nil, err
 	}
@@ -194,7 +203,7 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR) ([]Op, e
 	}
 	sort.Slice(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 
-	if err := writeRecords(st, ops, commit.Rev); err != nil {
+	if err := writeRecords(st, ops, rev); err != nil {
 		return nil, err
 	}
 	if err := deleteBlocksExcept(st, keep); err != nil {
@@ -202,7 +211,7 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR) ([]Op, e
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET did = excluded.did, cid = excluded.cid, rev = excluded.rev, data = excluded.data`,
-		did.String(), commitCID.Bytes(), commit.Rev, commit.Data.Bytes()); err != nil {
+		did.String(), commitCID.Bytes(), rev, commit.Data.Bytes()); err != nil {
 		return nil, fmt.Errorf("repo: import: %w", err)
 	}
 	return ops, nil
