@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -108,15 +109,24 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // Append sequences events in one transaction, in order, and wakes the
 // subscribers once it has committed. The frames are stored whole, seq and
 // time included, so the firehose sends bytes without re-encoding them.
+//
+// Times never go backwards in seq order: callers read the clock before
+// they wait for the lock, and a test's clock may be moved back, so an
+// event stamped now earlier than the newest stored one gets that one's
+// time instead. LastBefore relies on it.
 func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) ([]Stored, error) {
 	// Once a commit is in its actor store, its event must follow: a caller
 	// giving up must not leave the firehose with a gap.
 	ctx = context.WithoutCancel(ctx)
-	t := now.UTC().Format(timeFormat)
 	now = now.UTC().Truncate(time.Millisecond) // as stored, so memory and database agree
 	out := make([]Stored, 0, len(events))
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if now.Before(s.lastTime) {
+		now = s.lastTime
+	}
+	s.lastTime = now
+	t := now.Format(timeFormat)
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
 		out = out[:0]
 		insert := tx.StmtContext(ctx, s.insertStmt)
@@ -187,11 +197,18 @@ func (s *Sequencer) Head(ctx context.Context) (int64, error) {
 }
 
 // LastBefore is the newest seq sequenced before t (0 when none): replay
-// from a cursor older than the retention window starts after it.
+// from a cursor older than the retention window starts after it. Times
+// grow with seq (see Append), so it is the last row of the sequenced_at
+// index before t: one index step, however many events are older. (A log
+// written before times were kept in order may hold a later seq with an
+// earlier time, by the milliseconds a writer waited for the lock.)
 func (s *Sequencer) LastBefore(ctx context.Context, t time.Time) (int64, error) {
 	var seq int64
-	err := s.db.Reader().QueryRowContext(ctx, `SELECT coalesce(max(seq), 0) FROM repo_seq WHERE sequenced_at < ?`,
-		t.UTC().Format(timeFormat)).Scan(&seq)
+	err := s.db.Reader().QueryRowContext(ctx, `SELECT seq FROM repo_seq WHERE sequenced_at < ?
+		ORDER BY sequenced_at DESC, seq DESC LIMIT 1`, t.UTC().Format(timeFormat)).Scan(&seq)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, nil
+	}
 	return seq, err
 }
 

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"path/filepath"
 	"sync"
+	"time"
 
 	"github.com/fakepds/fakepds/pds/store"
 )
@@ -28,11 +29,13 @@ type Sequencer struct {
 
 	// mu serializes Append (the single writer connection does too) and
 	// guards what it keeps between calls: the last seq given out, read
-	// once at Open instead of once a write, and its encoding buffer.
-	mu     sync.Mutex
-	last   int64
-	buf    bytes.Buffer
-	failed bool // an Append failed since Open (see Failed)
+	// once at Open instead of once a write, the newest time stamped, and
+	// the encoding buffer.
+	mu       sync.Mutex
+	last     int64
+	lastTime time.Time // no event is stamped before it (see Append)
+	buf      bytes.Buffer
+	failed   bool // an Append failed since Open (see Failed)
 }
 
 // Open opens the sequencer database in dir.
@@ -44,6 +47,9 @@ func Open(ctx context.Context, dir string, opts store.Options) (*Sequencer, erro
 	}
 	s := &Sequencer{db: db}
 	if s.last, err = s.readLast(ctx); err == nil {
+		s.lastTime, err = s.readLastTime(ctx)
+	}
+	if err == nil {
 		s.insertStmt, err = db.Writer().PrepareContext(ctx, `INSERT INTO repo_seq (seq, did, event_type, event, sequenced_at) VALUES (?, ?, ?, ?, ?)`)
 	}
 	if err != nil {
@@ -62,6 +68,16 @@ func (s *Sequencer) readLast(ctx context.Context) (int64, error) {
 	var last int64
 	err := s.db.Writer().QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'repo_seq'), 0)`).Scan(&last)
 	return last, err
+}
+
+// readLastTime is the newest time stamped on a stored event (zero when
+// none): one step down the sequenced_at index.
+func (s *Sequencer) readLastTime(ctx context.Context) (time.Time, error) {
+	var t sql.NullString
+	if err := s.db.Writer().QueryRowContext(ctx, `SELECT max(sequenced_at) FROM repo_seq`).Scan(&t); err != nil || !t.Valid {
+		return time.Time{}, err
+	}
+	return time.Parse(timeFormat, t.String)
 }
 
 // Close closes the statement and the database.

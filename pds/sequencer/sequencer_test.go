@@ -2,6 +2,7 @@ package sequencer_test
 
 import (
 	"bytes"
+	"sync"
 	"testing"
 	"time"
 
@@ -165,4 +166,116 @@ func TestTailMatchesDatabase(t *testing.T) {
 	check("after a deletion")
 	s.Append(ctx, t0, sequencer.Identity("did:plc:c", ""))
 	check("after a deletion and an append")
+}
+
+// Times never go backwards in seq order, whatever the callers' clocks
+// read (they read them before waiting for the lock, and a test may move
+// its clock back), and LastBefore answers from that order: the newest
+// seq before a time.
+func TestTimesNeverGoBack(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	s, err := sequencer.Open(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for _, at := range []time.Time{t0.Add(time.Second), t0, t0.Add(2 * time.Second), t0.Add(1500 * time.Millisecond)} {
+		if _, err := s.Append(ctx, at, sequencer.Identity("did:plc:a", "")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if s, err = sequencer.Open(ctx, dir, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The newest time outlives a reopen.
+	if _, err := s.Append(ctx, t0, sequencer.Identity("did:plc:a", "")); err != nil {
+		t.Fatal(err)
+	}
+	want := []time.Time{t0.Add(time.Second), t0.Add(time.Second), t0.Add(2 * time.Second), t0.Add(2 * time.Second), t0.Add(2 * time.Second)}
+	evs, err := s.After(ctx, 0, 10)
+	if err != nil || len(evs) != len(want) {
+		t.Fatalf("After(0) = %d events, %v", len(evs), err)
+	}
+	hdr, _ := atdata.MarshalCBOR(map[string]any{"op": int64(1), "t": "#identity"})
+	for i, e := range evs {
+		var body comatproto.SyncSubscribeRepos_Identity
+		if err := body.UnmarshalCBOR(bytes.NewReader(e.Frame[len(hdr):])); err != nil {
+			t.Fatal(err)
+		}
+		if !e.Time.Equal(want[i]) || body.Time != want[i].Format("2006-01-02T15:04:05.000Z") {
+			t.Errorf("seq %d at %s (frame %s), want %s", e.Seq, e.Time, body.Time, want[i])
+		}
+	}
+	for _, c := range []struct {
+		before time.Time
+		seq    int64
+	}{
+		{t0.Add(time.Second), 0},
+		{t0.Add(time.Second + time.Millisecond), 2},
+		{t0.Add(2 * time.Second), 2},
+		{t0.Add(time.Hour), 5},
+	} {
+		if seq, err := s.LastBefore(ctx, c.before); err != nil || seq != c.seq {
+			t.Errorf("LastBefore(%s) = %d, %v; want %d", c.before, seq, err, c.seq)
+		}
+	}
+}
+
+// Writers that read the clock before they queue for the lock still get
+// times in seq order.
+func TestConcurrentAppendTimesInOrder(t *testing.T) {
+	s := open(t)
+	ctx := t.Context()
+	var wg sync.WaitGroup
+	for w := range 8 {
+		wg.Go(func() {
+			for i := range 50 {
+				// Every other writer's clock is a few ms behind.
+				at := time.Now().Add(-time.Duration(w%2*(i%5)) * time.Millisecond)
+				if _, err := s.Append(ctx, at, sequencer.Identity("did:plc:a", "")); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	evs, err := s.After(ctx, 0, 1000)
+	if err != nil || len(evs) != 400 {
+		t.Fatalf("After(0) = %d events, %v", len(evs), err)
+	}
+	for i := 1; i < len(evs); i++ {
+		if evs[i].Time.Before(evs[i-1].Time) {
+			t.Fatalf("seq %d at %s, after seq %d at %s", evs[i].Seq, evs[i].Time, evs[i-1].Seq, evs[i-1].Time)
+		}
+	}
+}
+
+// BenchmarkLastBefore: the seq before a time near the head of a log of
+// 20,000 events (a replay's start from a cursor past the retention).
+func BenchmarkLastBefore(b *testing.B) {
+	s, err := sequencer.Open(b.Context(), b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+	for i := range 200 {
+		evs := make([]sequencer.Event, 100)
+		for j := range evs {
+			evs[j] = sequencer.Identity("did:plc:a", "")
+		}
+		if _, err := s.Append(b.Context(), t0.Add(time.Duration(i)*time.Second), evs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	at := t0.Add(190 * time.Second)
+	for b.Loop() {
+		if seq, err := s.LastBefore(b.Context(), at); err != nil || seq != 19000 {
+			b.Fatal(seq, err)
+		}
+	}
 }
