@@ -16,6 +16,7 @@ import (
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/auth"
+	"github.com/fakepds/fakepds/pds/k256"
 	"github.com/fakepds/fakepds/pds/plc"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/sequencer"
@@ -90,7 +91,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 		return err
 	}
 
-	key, err := atcrypto.GeneratePrivateKeyK256()
+	key, err := k256.Generate(s.rand("signing-keys"))
 	if err != nil {
 		return err
 	}
@@ -213,7 +214,7 @@ func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.Pr
 	defer h.Release()
 	var c *repo.Commit
 	err = h.DB.DB.Write(ctx, func(tx *sql.Tx) error {
-		c, err = repo.Create(ctx, tx, did, key)
+		c, err = repo.Create(ctx, tx, did, key, s.clock.Now())
 		return err
 	})
 	if err != nil {

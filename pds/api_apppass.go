@@ -20,7 +20,7 @@ func (s *Server) createAppPassword(w http.ResponseWriter, r *http.Request, c *ca
 	// Names are taken as sent, unchecked, as the reference does.
 	name := in.Name
 	privileged := in.Privileged != nil && *in.Privileged
-	secret := account.NewAppPasswordSecret()
+	secret := account.NewAppPasswordSecret(s.rand("app-passwords"))
 	hash, err := s.hasher.HashAppPassword(c.DID, secret)
 	if err != nil {
 		return err

@@ -30,7 +30,9 @@ func (s *Server) registerBlobs(x *xrpc.Mux) {
 // blobs is the store of the server's blob files. It is stateless (see
 // blob.Store), so making one per call costs an allocation.
 func (s *Server) blobs() *blob.Store {
-	return blob.New(filepath.Join(s.dataDir, "blobs"), s.cfg.Fsync)
+	st := blob.New(filepath.Join(s.dataDir, "blobs"), s.cfg.Fsync)
+	st.Rand = s.rand("blob-temp-keys")
+	return st
 }
 
 // blobRefError answers a write whose records reference blobs badly, as

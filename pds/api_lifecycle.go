@@ -380,7 +380,7 @@ func (s *Server) createInviteCode(w http.ResponseWriter, r *http.Request, _ *cal
 	if in.ForAccount != nil {
 		forAccount = *in.ForAccount
 	}
-	code := account.NewInviteCode(s.cfg.Hostname)
+	code := account.NewInviteCode(s.rand("invite-codes"), s.cfg.Hostname)
 	if err := s.accounts.CreateInviteCodes(r.Context(), []string{code}, int(in.UseCount), forAccount, "admin", s.clock.Now()); err != nil {
 		return err
 	}
@@ -407,7 +407,7 @@ func (s *Server) createInviteCodes(w http.ResponseWriter, r *http.Request, _ *ca
 	for _, acct := range in.ForAccounts {
 		codes := make([]string, count)
 		for i := range codes {
-			codes[i] = account.NewInviteCode(s.cfg.Hostname)
+			codes[i] = account.NewInviteCode(s.rand("invite-codes"), s.cfg.Hostname)
 		}
 		if err := s.accounts.CreateInviteCodes(r.Context(), codes, int(in.UseCount), acct, "admin", s.clock.Now()); err != nil {
 			return err

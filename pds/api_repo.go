@@ -144,7 +144,7 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 				ws[i] = w.Write
 			}
 			var err error
-			commit, err = rw.Apply(ctx, tx, syntax.DID(did), key, ws, swapCommit)
+			commit, err = rw.Apply(ctx, tx, syntax.DID(did), key, ws, swapCommit, s.clock.Now())
 			if err != nil || commit == nil {
 				return err
 			}
@@ -666,7 +666,7 @@ func (s *Server) importCAR(ctx context.Context, did string, car *repo.CAR) error
 	defer unlock()
 	return s.withActor(ctx, did, func(db *store.DB) error {
 		return db.Write(ctx, func(tx *sql.Tx) error {
-			ops, err := repo.ImportCAR(ctx, tx, syntax.DID(did), car)
+			ops, err := repo.ImportCAR(ctx, tx, syntax.DID(did), car, s.clock.Now())
 			if err != nil {
 				return err
 			}

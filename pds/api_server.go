@@ -126,7 +126,7 @@ func (s *Server) getServiceAuth(w http.ResponseWriter, r *http.Request, c *calle
 	if err != nil {
 		return err
 	}
-	tok, err := auth.ServiceAuth(syntax.DID(c.DID), aud, lxm, now, exp, key)
+	tok, err := auth.ServiceAuth(s.rand("service-auth-ids"), syntax.DID(c.DID), aud, lxm, now, exp, key)
 	if err != nil {
 		return err
 	}

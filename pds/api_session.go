@@ -44,7 +44,7 @@ func (s *Server) newSession(ctx context.Context, did string, appPass *account.Ap
 	}
 	// A takendown session's refresh token is never stored, so it cannot
 	// be refreshed: it lives as long as its access token.
-	return s.mintSession(ctx, did, scope, auth.NewRefreshID(), appPass, !takendown)
+	return s.mintSession(ctx, did, scope, auth.NewRefreshID(s.rand("refresh-ids")), appPass, !takendown)
 }
 
 func (s *Server) mintSession(ctx context.Context, did string, scope auth.Scope, jti string, appPass *account.AppPass, store bool) (session, error) {
@@ -220,7 +220,7 @@ func (s *Server) refreshSession(w http.ResponseWriter, r *http.Request, c *calle
 	if acc.TakedownRef != "" {
 		return xrpc.AuthRequired("AccountTakedown", "Account has been taken down")
 	}
-	tok, next, err := s.accounts.Rotate(ctx, c.TokenID, auth.NewRefreshID(), s.clock.Now(), auth.RefreshGrace)
+	tok, next, err := s.accounts.Rotate(ctx, c.TokenID, auth.NewRefreshID(s.rand("refresh-ids")), s.clock.Now(), auth.RefreshGrace)
 	if errors.Is(err, account.ErrTokenRevoked) {
 		return xrpc.InvalidRequest("ExpiredToken", "Token has been revoked")
 	}

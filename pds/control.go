@@ -77,7 +77,7 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 	})
 	h("GET /_fakepds/clock", func(w http.ResponseWriter, r *http.Request) error {
 		var offset time.Duration
-		if c, ok := s.clock.(*clock.Shifted); ok {
+		if c, ok := s.clock.(clock.Movable); ok {
 			offset = c.Offset()
 		}
 		xrpc.WriteJSON(w, http.StatusOK, map[string]any{"now": s.clock.Now().UTC().Format(time.RFC3339Nano), "offsetNs": offset})
@@ -90,9 +90,9 @@ func (s *Server) controlRoutes(mux *http.ServeMux) {
 		if err := xrpc.DecodeJSON(r, xrpc.JSONLimit, &in); err != nil {
 			return err
 		}
-		c, ok := s.clock.(*clock.Shifted)
+		c, ok := s.clock.(clock.Movable)
 		if !ok {
-			return xrpc.InvalidRequest("", "this server's clock cannot be moved (Config.Clock is not a *clock.Shifted)")
+			return xrpc.InvalidRequest("", "this server's clock cannot be moved (Config.Clock is no clock.Movable: a *clock.Shifted or *clock.Frozen)")
 		}
 		c.Advance(in.AdvanceNs)
 		xrpc.WriteJSON(w, http.StatusOK, map[string]any{"now": s.clock.Now().UTC().Format(time.RFC3339Nano), "offsetNs": c.Offset()})

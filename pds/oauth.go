@@ -45,7 +45,7 @@ func (a oauthAccounts) Account(ctx context.Context, id string) (oauth.Account, e
 func (s *Server) openOAuth(ctx context.Context, st *oauth.Store, secret []byte) error {
 	p, err := oauth.New(ctx, oauth.Options{
 		Store: st, Issuer: s.publicURL, Audience: s.ServiceDID(), Secret: secret,
-		Clock: s.clock, Accounts: oauthAccounts{s}, Logger: s.log,
+		Clock: s.clock, Accounts: oauthAccounts{s}, Logger: s.log, Rand: s.rand("oauth"),
 	})
 	if err != nil {
 		return errors.Join(err, st.Close())

@@ -54,7 +54,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, nsid string) bool
 		return true
 	}
 	now := s.clock.Now()
-	tok, err := auth.ServiceAuth(syntax.DID(c.DID), s.cfg.AppViewDID, nsid, now, now.Add(time.Minute), key)
+	tok, err := auth.ServiceAuth(s.rand("service-auth-ids"), syntax.DID(c.DID), s.cfg.AppViewDID, nsid, now, now.Add(time.Minute), key)
 	if err != nil {
 		xrpc.WriteError(w, err)
 		return true

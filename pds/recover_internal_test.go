@@ -188,7 +188,7 @@ func commitUnsequenced(t *testing.T, s *Server, did string) string {
 		return db.Write(ctx, func(tx *sql.Tx) error {
 			c, err = repo.Apply(ctx, tx, syntax.DID(did), key, []repo.Write{{
 				Action: repo.ActionCreate, Collection: "app.bsky.feed.post", RKey: syntax.RecordKey(s.tids.Next().String()), Value: value,
-			}}, nil)
+			}}, nil, s.clock.Now())
 			return err
 		})
 	})

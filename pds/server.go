@@ -8,14 +8,11 @@ package pds
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 
-	"github.com/bluesky-social/indigo/atproto/atcrypto"
-	"github.com/bluesky-social/indigo/atproto/syntax"
 	"log/slog"
 	"net"
 	"net/http"
@@ -33,9 +30,11 @@ import (
 	"github.com/fakepds/fakepds/pds/faults"
 	"github.com/fakepds/fakepds/pds/firehose"
 	"github.com/fakepds/fakepds/pds/jetstream"
+	"github.com/fakepds/fakepds/pds/k256"
 	"github.com/fakepds/fakepds/pds/mail"
 	"github.com/fakepds/fakepds/pds/oauth"
 	"github.com/fakepds/fakepds/pds/plc"
+	"github.com/fakepds/fakepds/pds/random"
 	"github.com/fakepds/fakepds/pds/sequencer"
 	"github.com/fakepds/fakepds/pds/stats"
 	"github.com/fakepds/fakepds/pds/store"
@@ -99,6 +98,10 @@ type Config struct {
 	// Logger receives the server's logs; nil discards everything below
 	// warnings and writes warnings to stderr.
 	Logger *slog.Logger
+	// Rand is where every random byte the server draws comes from
+	// (keys, secrets, tokens, codes, ids); crypto/rand when nil. A
+	// random.Seeded source makes the same keys and DIDs on every run.
+	Rand *random.Source
 	// Clock is the server's time (token expiry, email tokens, event
 	// times). When nil, a clock.Shifted: the real time until a test (or
 	// the control plane) moves it forward.
@@ -152,7 +155,7 @@ type Server struct {
 	plc      plc.Client     // ownPLC, or a remote directory (Config.PLCURL)
 	ownPLC   *plc.Directory // nil when the directory is another server's
 	firehose *firehose.Handler
-	plcKey   *atcrypto.PrivateKeyK256 // signs the PLC operations of every account
+	plcKey   *k256.PrivateKey // signs the PLC operations of every account
 	actors   *actorstore.Cache[*actor]
 	oauth    *oauth.Provider
 	imports  chan struct{}  // a token per importRepo parsing or writing
@@ -169,7 +172,7 @@ type Server struct {
 	stats  stats.Stats
 	// tids mints record keys for createRecord; one clock per server so
 	// keys only increase.
-	tids        *syntax.TIDClock
+	tids        *clock.TIDs
 	repoLocks   repoLocks
 	proxyClient *http.Client
 
@@ -198,9 +201,9 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.fill(); err != nil {
 		return nil, err
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, tids: syntax.NewTIDClock(0),
+	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, tids: &clock.TIDs{Clock: cfg.Clock},
 		proxyClient: &http.Client{Timeout: 30 * time.Second}}
-	s.hasher = auth.Hasher{N: auth.CheapScryptN}
+	s.hasher = auth.Hasher{N: auth.CheapScryptN, Rand: s.rand("password-salts")}
 	if cfg.ReferencePasswordCost {
 		s.hasher.N = auth.ReferenceScryptN
 	}
@@ -262,6 +265,7 @@ func (s *Server) open(ctx context.Context) error {
 		}
 		return err
 	}
+	s.accounts.Rand = s.rand("email-tokens")
 	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorOpener(s.actorDir(), opts))
 	s.actors.Wait = s.cfg.SlotWait
 	s.imports = make(chan struct{}, s.cfg.ImportConcurrency)
@@ -271,7 +275,7 @@ func (s *Server) open(ctx context.Context) error {
 
 	// The JWT secret lives in the account database so sessions survive a
 	// restart on a kept data dir.
-	secret, err := s.accounts.Secret(ctx, "jwt_secret", account.RandomSecret(32))
+	secret, err := s.accounts.Secret(ctx, "jwt_secret", account.RandomSecret(s.rand("jwt-secret"), 32))
 	if err != nil {
 		oauthStore.Close()
 		return err
@@ -284,7 +288,7 @@ func (s *Server) open(ctx context.Context) error {
 	}
 	// The rotation key too: the PLC log in a kept data dir names it.
 	rot, err := s.accounts.Secret(ctx, "plc_rotation_key", func() ([]byte, error) {
-		k, err := atcrypto.GeneratePrivateKeyK256()
+		k, err := k256.Generate(s.rand("plc-rotation-key"))
 		if err != nil {
 			return nil, err
 		}
@@ -293,7 +297,7 @@ func (s *Server) open(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if s.plcKey, err = atcrypto.ParsePrivateBytesK256(rot); err != nil {
+	if s.plcKey, err = k256.Parse(rot); err != nil {
 		return fmt.Errorf("plc rotation key: %w", err)
 	}
 	return nil
@@ -321,7 +325,7 @@ func (c *Config) fill() error {
 	}
 	if c.AdminPassword == "" {
 		b := make([]byte, 18)
-		_, _ = rand.Read(b)
+		random.Read(c.Rand.Stream("admin-password"), b)
 		c.AdminPassword = base64.RawURLEncoding.EncodeToString(b)
 	}
 	if c.Hostname == "" {

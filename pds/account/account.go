@@ -5,6 +5,7 @@ package account
 
 import (
 	"context"
+	"io"
 	"path/filepath"
 
 	"github.com/fakepds/fakepds/pds/store"
@@ -15,6 +16,9 @@ const File = "account.sqlite"
 
 // Manager owns the account database.
 type Manager struct {
+	// Rand is where email tokens are drawn from; crypto/rand when nil.
+	Rand io.Reader
+
 	db                       *store.DB
 	byDID, byHandle, byEmail lookupStmt
 	cache                    accountCache

@@ -2,11 +2,13 @@ package account
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
+	"io"
 	"strings"
 	"time"
+
+	"github.com/fakepds/fakepds/pds/random"
 )
 
 // ErrAppPassTaken is an app password name the account already uses.
@@ -22,11 +24,12 @@ type AppPassword struct {
 
 const base32Alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 
-// RandomBase32 returns n random characters of the lower-case base32
-// alphabet the reference uses for app passwords and tokens.
-func RandomBase32(n int) string {
+// RandomBase32 returns n random characters (drawn from r) of the
+// lower-case base32 alphabet the reference uses for app passwords and
+// tokens.
+func RandomBase32(r io.Reader, n int) string {
 	b := make([]byte, n)
-	_, _ = rand.Read(b)
+	random.Read(r, b)
 	for i := range b {
 		b[i] = base32Alphabet[b[i]&31]
 	}
@@ -34,9 +37,9 @@ func RandomBase32(n int) string {
 }
 
 // NewAppPasswordSecret returns a secret in the reference's format,
-// xxxx-xxxx-xxxx-xxxx.
-func NewAppPasswordSecret() string {
-	s := RandomBase32(16)
+// xxxx-xxxx-xxxx-xxxx, drawn from r.
+func NewAppPasswordSecret(r io.Reader) string {
+	s := RandomBase32(r, 16)
 	return s[0:4] + "-" + s[4:8] + "-" + s[8:12] + "-" + s[12:16]
 }
 

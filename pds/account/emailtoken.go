@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"strings"
 	"time"
 )
@@ -28,16 +29,17 @@ var (
 	ErrTokenExpired = errors.New("account: email token expired")
 )
 
-// RandomToken is the reference's short token, xxxxx-xxxxx in base32.
-func RandomToken() string {
-	s := RandomBase32(10)
+// RandomToken is the reference's short token, xxxxx-xxxxx in base32,
+// drawn from r.
+func RandomToken(r io.Reader) string {
+	s := RandomBase32(r, 10)
 	return s[:5] + "-" + s[5:]
 }
 
 // CreateEmailToken issues a token for did and purpose, replacing any
 // earlier one of that purpose. Tokens are upper case, as the reference's.
 func (m *Manager) CreateEmailToken(ctx context.Context, did string, purpose Purpose, now time.Time) (string, error) {
-	token := strings.ToUpper(RandomToken())
+	token := strings.ToUpper(RandomToken(m.Rand))
 	err := m.write(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `INSERT INTO email_token (purpose, did, token, requested_at) VALUES (?, ?, ?, ?)
 			ON CONFLICT (purpose, did) DO UPDATE SET token = excluded.token, requested_at = excluded.requested_at`,

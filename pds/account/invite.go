@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"io"
 	"strings"
 	"time"
 )
@@ -31,9 +32,9 @@ type InviteUse struct {
 }
 
 // NewInviteCode is a code in the reference's format: the service hostname
-// with dots as dashes, then xxxxx-xxxxx.
-func NewInviteCode(hostname string) string {
-	return strings.ReplaceAll(hostname, ".", "-") + "-" + RandomToken()
+// with dots as dashes, then xxxxx-xxxxx drawn from r.
+func NewInviteCode(r io.Reader, hostname string) string {
+	return strings.ReplaceAll(hostname, ".", "-") + "-" + RandomToken(r)
 }
 
 // CreateInviteCodes stores codes, each good for useCount accounts.

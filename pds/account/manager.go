@@ -2,12 +2,14 @@ package account
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
 	"errors"
+	"io"
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/fakepds/fakepds/pds/random"
 )
 
 // TimeFormat is how timestamps are stored and sent: ISO 8601 in UTC with
@@ -255,12 +257,12 @@ func (m *Manager) Secret(ctx context.Context, name string, make func() ([]byte, 
 	return v, err
 }
 
-// RandomSecret is a make function for Secret: n random bytes.
-func RandomSecret(n int) func() ([]byte, error) {
+// RandomSecret is a make function for Secret: n bytes drawn from r.
+func RandomSecret(r io.Reader, n int) func() ([]byte, error) {
 	return func() ([]byte, error) {
 		b := make([]byte, n)
-		_, err := rand.Read(b)
-		return b, err
+		random.Read(r, b)
+		return b, nil
 	}
 }
 

@@ -1,6 +1,7 @@
 package account_test
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"regexp"
@@ -223,7 +224,7 @@ func TestAppPasswords(t *testing.T) {
 	m := newManager(t)
 	ctx := t.Context()
 	create(t, m, "did:plc:a", "alice.test", "a@example.com")
-	secret := account.NewAppPasswordSecret()
+	secret := account.NewAppPasswordSecret(rand.Reader)
 	if !regexp.MustCompile(`^[a-z2-7]{4}-[a-z2-7]{4}-[a-z2-7]{4}-[a-z2-7]{4}$`).MatchString(secret) {
 		t.Fatalf("app password %q not in the reference format", secret)
 	}
@@ -300,7 +301,7 @@ func TestInviteLastUseIsNotShared(t *testing.T) {
 	m := newManager(t)
 	ctx := t.Context()
 	create(t, m, "did:plc:owner", "owner.test", "o@example.com")
-	code := account.NewInviteCode("pds.example.com")
+	code := account.NewInviteCode(rand.Reader, "pds.example.com")
 	if !regexp.MustCompile(`^pds-example-com-[a-z2-7]{5}-[a-z2-7]{5}$`).MatchString(code) {
 		t.Fatalf("code %q", code)
 	}

@@ -2,6 +2,7 @@ package auth_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"strings"
 	"testing"
@@ -131,7 +132,7 @@ func TestServiceAuthAcceptedByIndigo(t *testing.T) {
 	v := indigoauth.ServiceAuthValidator{Audience: "did:web:appview.test", Dir: dir}
 	now := time.Now()
 	lxm := syntax.NSID("app.bsky.feed.getTimeline")
-	tok, err := auth.ServiceAuth(did, "did:web:appview.test", lxm.String(), now, now.Add(time.Minute), priv)
+	tok, err := auth.ServiceAuth(rand.Reader, did, "did:web:appview.test", lxm.String(), now, now.Add(time.Minute), priv)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,14 +1,15 @@
 package auth
 
 import (
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"strconv"
 	"strings"
 
+	"github.com/fakepds/fakepds/pds/random"
 	"golang.org/x/crypto/scrypt"
 )
 
@@ -27,15 +28,19 @@ const (
 	OldPasswordMaxLength = 512
 )
 
-// Hasher hashes and checks passwords with scrypt at cost N.
-type Hasher struct{ N int }
+// Hasher hashes and checks passwords with scrypt at cost N, with salts
+// drawn from Rand (crypto/rand when nil).
+type Hasher struct {
+	N    int
+	Rand io.Reader
+}
 
 // Hash returns "salt:hash" (hex, the reference's format) at the reference
 // cost, and "N:salt:hash" at any other, so a data dir read with another
 // cost still verifies.
 func (h Hasher) Hash(password string) (string, error) {
 	b := make([]byte, 16)
-	_, _ = rand.Read(b)
+	random.Read(h.Rand, b)
 	return h.withSalt(password, hex.EncodeToString(b))
 }
 

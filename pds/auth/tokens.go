@@ -4,10 +4,10 @@
 package auth
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"sync"
 	"time"
 
@@ -17,6 +17,8 @@ import (
 	"github.com/golang-jwt/jwt/v5"
 
 	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/k256"
+	"github.com/fakepds/fakepds/pds/random"
 )
 
 // Scope is the scope claim of a session token.
@@ -201,24 +203,24 @@ func num(v any) int64 {
 }
 
 // NewRefreshID is a refresh token's jti: 32 random bytes in unpadded
-// standard base64, as the reference's.
-func NewRefreshID() string {
+// standard base64, as the reference's, drawn from r.
+func NewRefreshID(r io.Reader) string {
 	b := make([]byte, 32)
-	_, _ = rand.Read(b)
+	random.Read(r, b)
 	return base64.RawStdEncoding.EncodeToString(b)
 }
 
 // ServiceAuth mints a service auth token (ES256K with the account's repo
-// key) as com.atproto.server.getServiceAuth returns it; indigo's
-// ServiceAuthValidator accepts it.
-func ServiceAuth(iss syntax.DID, aud string, lxm string, iat, exp time.Time, key atcrypto.PrivateKey) (string, error) {
-	claims := jwt.MapClaims{"iss": iss.String(), "aud": aud, "iat": iat.Unix(), "exp": exp.Unix(), "jti": randomNonce()}
+// key, its jti drawn from r) as com.atproto.server.getServiceAuth returns
+// it; indigo's ServiceAuthValidator accepts it.
+func ServiceAuth(r io.Reader, iss syntax.DID, aud string, lxm string, iat, exp time.Time, key atcrypto.PrivateKey) (string, error) {
+	claims := jwt.MapClaims{"iss": iss.String(), "aud": aud, "iat": iat.Unix(), "exp": exp.Unix(), "jti": randomNonce(r)}
 	if lxm != "" {
 		claims["lxm"] = lxm
 	}
 	var alg string
 	switch key.(type) {
-	case *atcrypto.PrivateKeyK256:
+	case *atcrypto.PrivateKeyK256, *k256.PrivateKey:
 		alg = "ES256K"
 	case *atcrypto.PrivateKeyP256:
 		alg = "ES256"
@@ -228,8 +230,8 @@ func ServiceAuth(iss syntax.DID, aud string, lxm string, iat, exp time.Time, key
 	return jwt.NewWithClaims(jwt.GetSigningMethod(alg), claims).SignedString(key)
 }
 
-func randomNonce() string {
+func randomNonce(r io.Reader) string {
 	b := make([]byte, 16)
-	_, _ = rand.Read(b)
+	random.Read(r, b)
 	return fmt.Sprintf("%x", b)
 }

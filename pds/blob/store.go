@@ -3,7 +3,6 @@ package blob
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"database/sql"
 	"encoding/base32"
@@ -22,6 +21,7 @@ import (
 	"github.com/ipfs/go-cid"
 	"github.com/multiformats/go-multihash"
 
+	"github.com/fakepds/fakepds/pds/random"
 	"github.com/fakepds/fakepds/pds/store"
 )
 
@@ -41,6 +41,9 @@ var (
 // What serializes an upload with the deletion of the same blob is the
 // account's actor store writer (both run inside a write transaction).
 type Store struct {
+	// Rand is where temporary keys are drawn from; crypto/rand when nil.
+	Rand io.Reader
+
 	dir   string
 	fsync bool
 }
@@ -251,7 +254,7 @@ func (s *Store) Commit(ctx context.Context, db *store.DB, st *Staged, now time.T
 				return err
 			}
 		}
-		err = track(ctx, tx, ref, referenced, now)
+		err = track(ctx, tx, ref, referenced, now, newTempKey(s.Rand))
 		if err != nil && !existed {
 			// The file is this upload's alone: the row that would name it
 			// is rolled back.
@@ -351,11 +354,11 @@ func (s *Store) writeFile(path string, data []byte, replace bool) error {
 // track records an uploaded blob as temporary, unless it is already
 // permanent, and makes it permanent at once when records already reference
 // it.
-func track(ctx context.Context, tx *sql.Tx, ref atdata.Blob, referenced bool, now time.Time) error {
+func track(ctx context.Context, tx *sql.Tx, ref atdata.Blob, referenced bool, now time.Time, tempKey string) error {
 	_, err := tx.ExecContext(ctx, `INSERT INTO blob (cid, mime_type, size, temp_key, created_at)
 		VALUES (?, ?, ?, ?, ?)
 		ON CONFLICT (cid) DO UPDATE SET temp_key = excluded.temp_key WHERE blob.temp_key IS NOT NULL`,
-		ref.Ref.String(), ref.MimeType, ref.Size, newTempKey(), now.UTC().Format("2006-01-02T15:04:05.000Z"))
+		ref.Ref.String(), ref.MimeType, ref.Size, tempKey, now.UTC().Format("2006-01-02T15:04:05.000Z"))
 	if err != nil || !referenced {
 		return err
 	}
@@ -364,9 +367,9 @@ func track(ctx context.Context, tx *sql.Tx, ref atdata.Blob, referenced bool, no
 
 // newTempKey is what marks a blob temporary. The reference names its
 // temporary file with it; here the file is already where it stays.
-func newTempKey() string {
+func newTempKey(r io.Reader) string {
 	var b [20]byte
-	_, _ = rand.Read(b[:])
+	random.Read(r, b[:])
 	return base32.StdEncoding.WithPadding(base32.NoPadding).EncodeToString(b[:])
 }
 

@@ -6,6 +6,8 @@ package clock
 import (
 	"sync"
 	"time"
+
+	"github.com/bluesky-social/indigo/atproto/syntax"
 )
 
 // Clock tells the time.
@@ -48,4 +50,64 @@ func (s *Shifted) Offset() time.Duration {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.offset
+}
+
+// Frozen stands still until Advance moves it: the clock of a seeded run,
+// so every time the server writes (revs, record keys, event times, token
+// times) is the same on every run. Safe for concurrent use.
+type Frozen struct {
+	mu     sync.Mutex
+	start  time.Time
+	offset time.Duration
+}
+
+// NewFrozen is a clock stopped at t.
+func NewFrozen(t time.Time) *Frozen { return &Frozen{start: t} }
+
+// Now is the start time plus every Advance.
+func (f *Frozen) Now() time.Time {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.start.Add(f.offset)
+}
+
+// Advance moves the clock by d.
+func (f *Frozen) Advance(d time.Duration) {
+	f.mu.Lock()
+	f.offset += d
+	f.mu.Unlock()
+}
+
+// Offset is how far Advance has moved the clock from its start.
+func (f *Frozen) Offset() time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.offset
+}
+
+// Movable is a clock a test (or the control plane) moves: Shifted, Frozen.
+type Movable interface {
+	Clock
+	Advance(d time.Duration)
+	Offset() time.Duration
+}
+
+// TIDs mints TIDs (record keys) from a Clock, each after the last, as
+// indigo's syntax.TIDClock does from time.Now. Safe for concurrent use.
+type TIDs struct {
+	Clock Clock
+
+	mu   sync.Mutex
+	last int64 // unix microseconds of the last TID
+}
+
+// Next is the TID of now, or one microsecond after the last when the
+// clock has not moved past it.
+func (t *TIDs) Next() syntax.TID {
+	now := t.Clock.Now().UnixMicro()
+	t.mu.Lock()
+	now = max(now, t.last+1)
+	t.last = now
+	t.mu.Unlock()
+	return syntax.NewTID(now, 0)
 }

@@ -2,16 +2,17 @@ package oauth
 
 import (
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/base64"
 	"encoding/binary"
 	"encoding/json"
+	"io"
 	"net/url"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/fakepds/fakepds/pds/random"
 	"github.com/go-jose/go-jose/v4"
 )
 
@@ -53,9 +54,9 @@ type nonces struct {
 	now    func() time.Time
 }
 
-func newNonces(now func() time.Time) *nonces {
+func newNonces(r io.Reader, now func() time.Time) *nonces {
 	s := make([]byte, 32)
-	_, _ = rand.Read(s)
+	random.Read(r, s)
 	return &nonces{secret: s, now: now}
 }
 

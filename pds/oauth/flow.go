@@ -75,8 +75,8 @@ func (p *Provider) par(w http.ResponseWriter, r *http.Request) error {
 	}
 	now := p.now()
 	req := &request{
-		ID: randomID("req-", 16), ClientID: c.ID, Auth: cauth, Params: par,
-		ExpiresAt: now.Add(parExpiresIn), CSRF: randomID("", 16),
+		ID: randomID(p.opts.Rand, "req-", 16), ClientID: c.ID, Auth: cauth, Params: par,
+		ExpiresAt: now.Add(parExpiresIn), CSRF: randomID(p.opts.Rand, "", 16),
 	}
 	if err := p.db.putRequest(ctx, req, now); err != nil {
 		return err
@@ -226,7 +226,7 @@ func (p *Provider) finish(ctx context.Context, req *request, deny bool) (*url.UR
 		out.Set("error", "access_denied")
 		out.Set("error_description", "Access denied")
 	} else {
-		code := randomID("cod-", 32)
+		code := randomID(p.opts.Rand, "cod-", 32)
 		if err := p.db.authorize(ctx, req.ID, code, p.now().Add(codeLifetime)); err != nil {
 			return nil, err
 		}
@@ -342,8 +342,8 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 		}
 		req.Params.DPoPJKT = pr.jkt
 		t := &tokenRow{
-			ID: randomID("tok-", 16), DID: req.DID, ClientID: c.ID, Auth: cauth, Params: req.Params,
-			RefreshToken: randomID("ref-", 32), CreatedAt: now, UpdatedAt: now,
+			ID: randomID(p.opts.Rand, "tok-", 16), DID: req.DID, ClientID: c.ID, Auth: cauth, Params: req.Params,
+			RefreshToken: randomID(p.opts.Rand, "ref-", 32), CreatedAt: now, UpdatedAt: now,
 		}
 		resp, fail = p.tokenResponseAt(t, c, now)
 		return t, fail
@@ -423,7 +423,7 @@ func (p *Provider) refreshGrant(ctx context.Context, c *client, cauth clientAuth
 		return nil, errInvalidGrant("Refresh token expired")
 	}
 	oldID := t.ID
-	t.ID, t.RefreshToken, t.UpdatedAt, t.Auth = randomID("tok-", 16), randomID("ref-", 32), now, cauth
+	t.ID, t.RefreshToken, t.UpdatedAt, t.Auth = randomID(p.opts.Rand, "tok-", 16), randomID(p.opts.Rand, "ref-", 32), now, cauth
 	resp, err := p.tokenResponseAt(t, c, now)
 	if err != nil {
 		return nil, err

@@ -83,7 +83,7 @@ func (s *k256Signer) proofWithKey(method, htu, nonce string, shown *atcrypto.Pri
 		return "", err
 	}
 	h, _ := json.Marshal(map[string]any{"alg": "ES256K", "typ": "dpop+jwt", "jwk": jwk})
-	c, _ := json.Marshal(map[string]any{"jti": randomID("", 8), "htm": method, "htu": htu, "iat": time.Now().Unix(), "nonce": nonce})
+	c, _ := json.Marshal(map[string]any{"jti": randomID(nil, "", 8), "htm": method, "htu": htu, "iat": time.Now().Unix(), "nonce": nonce})
 	input := base64.RawURLEncoding.EncodeToString(h) + "." + base64.RawURLEncoding.EncodeToString(c)
 	sig, err := s.k.HashAndSign([]byte(input))
 	if err != nil {

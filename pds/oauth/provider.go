@@ -13,11 +13,11 @@ package oauth
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -26,6 +26,7 @@ import (
 	"github.com/go-jose/go-jose/v4"
 
 	"github.com/fakepds/fakepds/pds/clock"
+	"github.com/fakepds/fakepds/pds/random"
 )
 
 // The reference's lifetimes (oauth-provider's oauth-constants.ts).
@@ -78,6 +79,9 @@ type Options struct {
 	// loopback addresses are allowed.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// Rand is where ids, codes and the nonce secret are drawn from;
+	// crypto/rand when nil.
+	Rand io.Reader
 }
 
 // Provider is the OAuth authorization server of one PDS.
@@ -110,7 +114,7 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	}
 	d := opts.Store.db
 	p := &Provider{opts: opts, db: d, signer: signer, realNow: time.Now, log: opts.Logger}
-	p.nonces = newNonces(p.realNow)
+	p.nonces = newNonces(opts.Rand, p.realNow)
 	p.replay = newReplay(p.realNow)
 	p.clients = newClientCache(p)
 	if err := d.purgeTokens(ctx, p.now()); err != nil {
@@ -251,11 +255,11 @@ func preflight(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
-// randomID is prefix + 2n hex characters of randomness, the shape of the
-// reference's ids ("req-", "cod-", "tok-", "ref-").
-func randomID(prefix string, n int) string {
+// randomID is prefix + 2n hex characters drawn from r (crypto/rand when
+// nil), the shape of the reference's ids ("req-", "cod-", "tok-", "ref-").
+func randomID(r io.Reader, prefix string, n int) string {
 	b := make([]byte, n)
-	_, _ = rand.Read(b)
+	random.Read(r, b)
 	return prefix + hex.EncodeToString(b)
 }
 

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -76,9 +77,9 @@ func BenchmarkApply(b *testing.B) {
 				err := f.db.Write(ctx, func(tx *sql.Tx) error {
 					var err error
 					if f.w != nil {
-						_, err = f.w.Apply(ctx, tx, f.did, f.key, []repo.Write{w}, nil)
+						_, err = f.w.Apply(ctx, tx, f.did, f.key, []repo.Write{w}, nil, time.Now())
 					} else {
-						_, err = repo.Apply(ctx, tx, f.did, f.key, []repo.Write{w}, nil)
+						_, err = repo.Apply(ctx, tx, f.did, f.key, []repo.Write{w}, nil, time.Now())
 					}
 					return err
 				})

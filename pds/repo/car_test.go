@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -207,7 +208,7 @@ func TestImport(t *testing.T) {
 	var ops []repo.Op
 	err := dst.db.Write(t.Context(), func(tx *sql.Tx) error {
 		var err error
-		ops, err = repo.Import(t.Context(), tx, dst.did, bytes.NewReader(carFile))
+		ops, err = repo.Import(t.Context(), tx, dst.did, bytes.NewReader(carFile), time.Now())
 		return err
 	})
 	if err != nil {
@@ -258,7 +259,7 @@ func TestImport(t *testing.T) {
 	// Into a store without a repo yet.
 	empty := &fixture{t: t, db: openStore(t, t.TempDir()), did: src.did, pub: src.pub}
 	err = empty.db.Write(t.Context(), func(tx *sql.Tx) error {
-		_, err := repo.Import(t.Context(), tx, src.did, bytes.NewReader(carFile))
+		_, err := repo.Import(t.Context(), tx, src.did, bytes.NewReader(carFile), time.Now())
 		return err
 	})
 	if err != nil {
@@ -275,7 +276,7 @@ func TestImportAnotherAccountsRepo(t *testing.T) {
 	key, pub := newKey(t)
 	src := &fixture{t: t, db: openStore(t, t.TempDir()), did: "did:plc:someoneelse00000000000000", key: key, pub: pub}
 	if err := src.db.Write(t.Context(), func(tx *sql.Tx) error {
-		c, err := repo.Create(t.Context(), tx, src.did, src.key)
+		c, err := repo.Create(t.Context(), tx, src.did, src.key, time.Now())
 		src.head = c
 		return err
 	}); err != nil {
@@ -287,7 +288,7 @@ func TestImportAnotherAccountsRepo(t *testing.T) {
 	var ops []repo.Op
 	if err := dst.db.Write(t.Context(), func(tx *sql.Tx) error {
 		var err error
-		ops, err = repo.Import(t.Context(), tx, dst.did, bytes.NewReader(export(t, src, "")))
+		ops, err = repo.Import(t.Context(), tx, dst.did, bytes.NewReader(export(t, src, "")), time.Now())
 		return err
 	}); err != nil {
 		t.Fatalf("import of %s's repo into %s: %v", src.did, dst.did, err)
@@ -351,7 +352,7 @@ func TestImportRejects(t *testing.T) {
 			dst := newFixture(t, "")
 			before, _, _ := repo.Head(t.Context(), dst.db.Reader())
 			err := dst.db.Write(t.Context(), func(tx *sql.Tx) error {
-				_, err := repo.Import(t.Context(), tx, tc.did, bytes.NewReader(tc.car))
+				_, err := repo.Import(t.Context(), tx, tc.did, bytes.NewReader(tc.car), time.Now())
 				return err
 			})
 			if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), tc.msg) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/atdata"
@@ -41,7 +42,7 @@ func Example() {
 
 	var c *repo.Commit
 	err = db.Write(ctx, func(tx *sql.Tx) error {
-		_, err := repo.Create(ctx, tx, did, key)
+		_, err := repo.Create(ctx, tx, did, key, time.Now())
 		return err
 	})
 	if err != nil {
@@ -50,7 +51,7 @@ func Example() {
 	err = db.Write(ctx, func(tx *sql.Tx) error {
 		c, err = w.Apply(ctx, tx, did, key, []repo.Write{
 			{Action: repo.ActionCreate, Collection: "app.bsky.feed.post", RKey: "3l4qpz7ajrc2a", Value: post},
-		}, nil)
+		}, nil, time.Now())
 		return err
 	})
 	if err != nil {

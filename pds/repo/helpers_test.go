@@ -79,7 +79,7 @@ func newFixture(t testing.TB, dir string) *fixture {
 	key, pub := newKey(t)
 	f := &fixture{t: t, db: openStore(t, dir), did: "did:plc:ewvi7nxzyoun6zhxrhs64oiz", key: key, pub: pub}
 	err := f.db.Write(context.Background(), func(tx *sql.Tx) error {
-		c, err := repo.Create(context.Background(), tx, f.did, f.key)
+		c, err := repo.Create(context.Background(), tx, f.did, f.key, time.Now())
 		f.head = c
 		return err
 	})
@@ -95,9 +95,9 @@ func (f *fixture) apply(writes []repo.Write, swapCommit *cid.Cid) (*repo.Commit,
 	err := f.db.Write(context.Background(), func(tx *sql.Tx) error {
 		var err error
 		if f.w != nil {
-			c, err = f.w.Apply(context.Background(), tx, f.did, f.key, writes, swapCommit)
+			c, err = f.w.Apply(context.Background(), tx, f.did, f.key, writes, swapCommit, time.Now())
 		} else {
-			c, err = repo.Apply(context.Background(), tx, f.did, f.key, writes, swapCommit)
+			c, err = repo.Apply(context.Background(), tx, f.did, f.key, writes, swapCommit, time.Now())
 		}
 		return err
 	})

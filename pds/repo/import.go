@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"sort"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
@@ -40,7 +41,7 @@ func BlobRefs(record []byte) ([]atdata.Blob, error) {
 
 // Import replaces the repo with the one in the CAR r: SpoolCAR (to a
 // temporary file, without a limit), Index, then ImportCAR.
-func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op, error) {
+func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader, now time.Time) ([]Op, error) {
 	c, err := SpoolCAR(r, "", math.MaxInt64-1)
 	if err != nil {
 		return nil, err
@@ -49,7 +50,7 @@ func Import(ctx context.Context, tx *sql.Tx, did syntax.DID, r io.Reader) ([]Op,
 	if err := c.Index(); err != nil {
 		return nil, err
 	}
-	return ImportCAR(ctx, tx, did, c)
+	return ImportCAR(ctx, tx, did, c, now)
 }
 
 // importFlush is how many bytes of blocks ImportCAR gathers before it
@@ -58,7 +59,7 @@ const importFlush = 1 << 20
 
 // ImportCAR replaces the repo with the one in c, indexed
 // (repo.importRepo): the CAR's commit becomes the head as it is, signature
-// included, under a fresh rev (as the reference's: the repo's rev is not
+// included, under a fresh rev (the TID of now, or after the last) (as the reference's: the repo's rev is not
 // the commit block's until the next commit), and the record table and
 // blocks follow it. It returns what changed, as ops against the repo it
 // replaced (sorted by path), so the caller can redo those records' blob
@@ -78,7 +79,7 @@ const importFlush = 1 << 20
 // Blocks are read from c's file as they are needed and written in
 // batches of importFlush bytes; what stays in memory is the MST (as
 // indigo loads it), the record paths and the CIDs to keep.
-func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR) ([]Op, error) {
+func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR, now time.Time) ([]Op, error) {
 	commitCID := c.Root()
 	raw, err := c.data(commitCID)
 	if err != nil {
@@ -111,7 +112,7 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR) ([]Op, e
 	if err != nil && !errors.Is(err, ErrRepoNotFound) {
 		return nil, err
 	}
-	rev := nextRev(prevRev)
+	rev := nextRev(prevRev, now)
 
 	st := newTxStmts(ctx, tx, nil)
 	// Keep exactly the blocks of the new repo: its commit and nodes, and

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
@@ -185,8 +186,9 @@ func (c *Commit) SyncEvent() *comatproto.SyncSubscribeRepos_Sync {
 var cidBuilder = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
 
 // Create writes an empty repo for did (an empty MST and a signed commit at
-// a fresh rev) into the actor store tx belongs to, for createAccount.
-func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey) (*Commit, error) {
+// a fresh rev, the TID of now) into the actor store tx belongs to, for
+// createAccount.
+func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, now time.Time) (*Commit, error) {
 	var one int
 	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM repo_root`).Scan(&one); {
 	case err == nil:
@@ -200,7 +202,7 @@ func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Privat
 	if err != nil {
 		return nil, fmt.Errorf("repo: create: %w", err)
 	}
-	rev := syntax.NewTIDNow(0).String()
+	rev := syntax.NewTIDFromTime(now, 0).String()
 	cc, commitBlock, err := signCommit(did, key, *data, rev)
 	if err != nil {
 		return nil, err
@@ -239,11 +241,11 @@ func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Privat
 // On error, rows may be half written: the caller must roll tx back
 // (store.DB.Write does when fn fails). Apply prepares its statements on tx
 // each call; a server should use a Writer's Apply, which reuses them.
-func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid) (*Commit, error) {
-	return apply(ctx, newTxStmts(ctx, tx, nil), did, key, writes, swapCommit)
+func Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid, now time.Time) (*Commit, error) {
+	return apply(ctx, newTxStmts(ctx, tx, nil), did, key, writes, swapCommit, now)
 }
 
-func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid) (*Commit, error) {
+func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid, now time.Time) (*Commit, error) {
 	if len(writes) > MaxWrites {
 		return nil, ErrTooManyWrites
 	}
@@ -391,7 +393,7 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 	if err != nil {
 		return nil, fmt.Errorf("repo: %w", err)
 	}
-	rev := nextRev(head.rev)
+	rev := nextRev(head.rev, now)
 	cc, commitBlock, err := signCommit(did, key, *data, rev)
 	if err != nil {
 		return nil, err
@@ -494,15 +496,14 @@ func checkSwap(w Write, cur *cid.Cid) error {
 	return nil
 }
 
-// nextRev is a rev after prev: now, or prev plus one microsecond when the
-// clock is behind (revs of one repo must strictly increase).
-func nextRev(prev string) string {
-	t, err := syntax.ParseTID(prev)
-	if err != nil {
-		return syntax.NewTIDNow(0).String()
+// nextRev is a rev after prev: the TID of now, or prev plus one microsecond
+// when now is not later (revs of one repo must strictly increase).
+func nextRev(prev string, now time.Time) string {
+	next := syntax.NewTIDFromTime(now, 0)
+	if t, err := syntax.ParseTID(prev); err == nil && next.Integer() <= t.Integer() {
+		next = syntax.NewTID(t.Time().UnixMicro()+1, 0)
 	}
-	clock := syntax.ClockFromTID(t)
-	return clock.Next().String()
+	return next.String()
 }
 
 // signCommit builds, signs and encodes a version 3 commit.

@@ -9,6 +9,7 @@ import (
 	"sort"
 	"sync"
 	"testing"
+	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/identity"
@@ -79,7 +80,7 @@ func TestCreate(t *testing.T) {
 
 	f.checkRepo()
 	err = f.db.Write(t.Context(), func(tx *sql.Tx) error {
-		_, err := repo.Create(t.Context(), tx, f.did, f.key)
+		_, err := repo.Create(t.Context(), tx, f.did, f.key, time.Now())
 		return err
 	})
 	if !errors.Is(err, repo.ErrRepoExists) {
@@ -335,7 +336,7 @@ func TestApplyWithoutRepo(t *testing.T) {
 	db := openStore(t, t.TempDir())
 	key, _ := newKey(t)
 	err := db.Write(t.Context(), func(tx *sql.Tx) error {
-		_, err := repo.Apply(t.Context(), tx, "did:plc:nobody", key, []repo.Write{create(t, "a", "x")}, nil)
+		_, err := repo.Apply(t.Context(), tx, "did:plc:nobody", key, []repo.Write{create(t, "a", "x")}, nil, time.Now())
 		return err
 	})
 	if !errors.Is(err, repo.ErrRepoNotFound) {
@@ -475,7 +476,7 @@ func TestRollback(t *testing.T) {
 	f.mustApply(create(t, "a", "a"), create(t, "b", "b"))
 	errLater := errors.New("a later step failed")
 	err := f.db.Write(t.Context(), func(tx *sql.Tx) error {
-		if _, err := f.w.Apply(t.Context(), tx, f.did, f.key, []repo.Write{create(t, "c", "c"), del("a")}, nil); err != nil {
+		if _, err := f.w.Apply(t.Context(), tx, f.did, f.key, []repo.Write{create(t, "c", "c"), del("a")}, nil, time.Now()); err != nil {
 			return err
 		}
 		return errLater

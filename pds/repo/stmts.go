@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
@@ -135,8 +136,8 @@ func (w *Writer) Close() error { return w.stmts.Close() }
 
 // Apply is the package-level Apply with the Writer's statements. A nil
 // Writer prepares them per call.
-func (w *Writer) Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid) (*Commit, error) {
-	return apply(ctx, newTxStmts(ctx, tx, w), did, key, writes, swapCommit)
+func (w *Writer) Apply(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, writes []Write, swapCommit *cid.Cid, now time.Time) (*Commit, error) {
+	return apply(ctx, newTxStmts(ctx, tx, w), did, key, writes, swapCommit, now)
 }
 
 // Current is the CID of the record collection/rkey as GetRecord finds it
