@@ -2,6 +2,7 @@ package sequencer_test
 
 import (
 	"bytes"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -140,7 +141,8 @@ func TestTailMatchesDatabase(t *testing.T) {
 		if h1 != h2 {
 			t.Fatalf("%s: Head %d, database %d", when, h1, h2)
 		}
-		for _, after := range []int64{0, 1000, 1700, 1710, 2000, 2300, 2799, 2800, 2801} {
+		head := h1
+		for _, after := range []int64{0, 1000, 1700, 1710, 2000, 2300, 2799, 2800, 2801, head - 30, head - 20, head - 1, head} {
 			for _, limit := range []int{1, 7, 500} {
 				got, err1 := s.After(ctx, after, limit)
 				want, err2 := db.After(ctx, after, limit)
@@ -166,6 +168,12 @@ func TestTailMatchesDatabase(t *testing.T) {
 	check("after a deletion")
 	s.Append(ctx, t0, sequencer.Identity("did:plc:c", ""))
 	check("after a deletion and an append")
+	// Large frames: the tail keeps fewer of them (bounded by bytes).
+	big := strings.Repeat("x", 512<<10)
+	for range 40 {
+		s.Append(ctx, t0, sequencer.Identity("did:plc:c", big))
+	}
+	check("after large events")
 }
 
 // Times never go backwards in seq order, whatever the callers' clocks

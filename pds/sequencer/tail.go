@@ -2,9 +2,14 @@ package sequencer
 
 import "sync"
 
-// tailSize is how many of the newest events the sequencer keeps in memory
-// (between tailSize and twice that).
-const tailSize = 512
+// The tail keeps between tailSize and twice that many of the newest
+// events, and, whatever their count, between tailBytes and twice that
+// many bytes of frames (or only the newest event, when that one is
+// larger): a run of large records must not keep a thousand of them.
+const (
+	tailSize  = 512
+	tailBytes = 8 << 20
+)
 
 // tail is the newest events in memory, exactly the database's tail: every
 // live subscriber reads each new event after its Append, and reading it
@@ -14,6 +19,7 @@ const tailSize = 512
 type tail struct {
 	mu     sync.RWMutex
 	events []Stored // consecutive rows of repo_seq, the newest last
+	bytes  int      // the frames' bytes in events
 }
 
 // add appends evs, just committed. Events that do not follow on (a failed
@@ -25,17 +31,33 @@ func (t *tail) add(evs []Stored) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if n := len(t.events); n > 0 && t.events[n-1].Seq+1 != evs[0].Seq {
-		t.events = nil
+		t.events, t.bytes = nil, 0
 	}
 	t.events = append(t.events, evs...)
-	if n := len(t.events); n > 2*tailSize {
-		t.events = append([]Stored(nil), t.events[n-tailSize:]...)
+	for _, e := range evs {
+		t.bytes += len(e.Frame)
 	}
+	if len(t.events) <= 2*tailSize && t.bytes <= 2*tailBytes {
+		return
+	}
+	// Keep the newest events that fit both bounds, at least one, in a
+	// new array so that the dropped frames can be freed.
+	keep, size := 0, 0
+	for i := len(t.events) - 1; i >= 0 && keep < tailSize; i-- {
+		n := len(t.events[i].Frame)
+		if keep > 0 && size+n > tailBytes {
+			break
+		}
+		size += n
+		keep++
+	}
+	t.events = append([]Stored(nil), t.events[len(t.events)-keep:]...)
+	t.bytes = size
 }
 
 func (t *tail) reset() {
 	t.mu.Lock()
-	t.events = nil
+	t.events, t.bytes = nil, 0
 	t.mu.Unlock()
 }
 
