@@ -3,6 +3,7 @@ package harness
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
@@ -15,7 +16,9 @@ import (
 // OAuth helpers: fakepds is its own OAuth authorization server (PAR, PKCE,
 // DPoP, the sign-in and consent page at /oauth/authorize). These drive the
 // consent without a browser, through the control plane's
-// POST /_fakepds/oauth/authorize, so they work in-process and attached.
+// POST /_fakepds/oauth/authorize, so they work in-process and attached;
+// on the reference backend, through its authorization page's API
+// (oauth_reference.go).
 
 // AuthorizeOAuth signs the account in to the pending authorization request
 // that authorizeURL (the URL an app sends the browser to, with client_id
@@ -24,23 +27,34 @@ import (
 // with code, state and iss.
 func (a *Account) AuthorizeOAuth(t testing.TB, authorizeURL string) *url.URL {
 	t.Helper()
-	return a.pds.consent(t, authorizeURL, a.DID.String(), false)
+	return a.pds.consent(t, a, authorizeURL, false)
 }
 
 // DenyOAuth is AuthorizeOAuth with the user pressing Deny: the redirect
 // carries error=access_denied.
 func (a *Account) DenyOAuth(t testing.TB, authorizeURL string) *url.URL {
 	t.Helper()
-	return a.pds.consent(t, authorizeURL, a.DID.String(), true)
+	return a.pds.consent(t, a, authorizeURL, true)
 }
 
-func (p *PDS) consent(t testing.TB, authorizeURL, account string, deny bool) *url.URL {
+func (p *PDS) consent(t testing.TB, a *Account, authorizeURL string, deny bool) *url.URL {
 	t.Helper()
+	p.alive(t, "OAuth consent")
 	var out struct {
 		Redirect string `json:"redirect"`
 	}
-	p.power(t, "OAuth consent", http.MethodPost, "oauth/authorize",
-		map[string]any{"url": authorizeURL, "account": account, "deny": deny}, &out)
+	err := p.control(t.Context(), http.MethodPost, "oauth/authorize",
+		map[string]any{"url": authorizeURL, "account": a.DID.String(), "deny": deny}, &out)
+	if errors.Is(err, errNoControlPlane) {
+		u, err := referenceConsent(t.Context(), a, authorizeURL, deny)
+		if err != nil {
+			t.Fatalf("harness: OAuth consent on the reference's authorization page: %v", err)
+		}
+		return u
+	}
+	if err != nil {
+		t.Fatalf("harness: OAuth consent: %v", err)
+	}
 	u, err := url.Parse(out.Redirect)
 	if err != nil {
 		t.Fatalf("OAuth consent: redirect %q: %v", out.Redirect, err)

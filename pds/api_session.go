@@ -122,17 +122,18 @@ type sessionView struct {
 	DidDoc         *any    `json:"didDoc,omitempty"`
 	Handle         string  `json:"handle"`
 	Email          *string `json:"email,omitempty"`
-	EmailConfirmed bool    `json:"emailConfirmed"`
+	EmailConfirmed *bool   `json:"emailConfirmed,omitempty"`
 	Active         bool    `json:"active"`
 	Status         *string `json:"status,omitempty"`
 }
 
 func (s *Server) sessionView(ctx context.Context, acc *account.Account, sess session) sessionView {
 	active, status := accountStatus(acc)
+	confirmed := acc.EmailConfirmedAt != ""
 	return sessionView{
 		AccessJwt: sess.access, RefreshJwt: sess.refresh,
 		Did: acc.DID, DidDoc: s.didDocForSession(ctx, acc.DID), Handle: handleOrInvalid(acc),
-		Email: optional(acc.Email), EmailConfirmed: acc.EmailConfirmedAt != "",
+		Email: optional(acc.Email), EmailConfirmed: &confirmed,
 		Active: *active, Status: status,
 	}
 }
@@ -201,8 +202,9 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request, c *caller) e
 	}
 	view := s.sessionView(r.Context(), acc, session{})
 	if c.OAuth != nil && !c.OAuth.CanReadEmail() {
-		// The email is shown to OAuth clients granted account:email.
-		view.Email, view.EmailConfirmed = nil, false
+		// The email and its confirmation are shown to OAuth clients
+		// granted account:email only.
+		view.Email, view.EmailConfirmed = nil, nil
 	}
 	xrpc.WriteJSON(w, http.StatusOK, view)
 	return nil

@@ -187,7 +187,9 @@ func (s *Server) bearer(r *http.Request, typ string, scopes []auth.Scope, chk ch
 	case err != nil:
 		return nil, xrpc.InvalidRequest("InvalidToken", "Token could not be verified")
 	}
-	if claims.Aud != s.ServiceDID() || !strings.HasPrefix(claims.Sub, "did:") {
+	// An OAuth access token sent as Bearer has a cnf claim (the reference's
+	// proof-of-possession check comes first).
+	if claims.Bound || claims.Aud != s.ServiceDID() || !strings.HasPrefix(claims.Sub, "did:") {
 		return nil, xrpc.InvalidRequest("InvalidToken", "Malformed token")
 	}
 	if chk.takedown {

@@ -29,4 +29,5 @@ var scenarios = []scenario{
 	{name: "firehose-replay", run: firehoseReplay},
 	{name: "xrpc", run: xrpcMisc},
 	{name: "oauth", run: oauthFlow},
+	{name: "oauth-sign-in", run: oauthSignIn},
 }

@@ -63,6 +63,9 @@ type Claims struct {
 	Jti   string `json:"jti,omitempty"`
 	Iat   int64  `json:"iat"`
 	Exp   int64  `json:"exp"`
+	// Bound is set when the token has a cnf claim: a proof-of-possession
+	// (OAuth DPoP) token signed with the same secret, never a session's.
+	Bound bool `json:"-"`
 }
 
 // Tokens mints and verifies the server's session JWTs.
@@ -151,6 +154,7 @@ func (t *Tokens) parse(token string) (verified, error) {
 	c.Scope = Scope(str(m["scope"]))
 	c.Sub, c.Aud, c.Jti = str(m["sub"]), str(m["aud"]), str(m["jti"])
 	c.Iat, c.Exp = num(m["iat"]), num(m["exp"])
+	_, c.Bound = m["cnf"]
 	if c.Sub == "" || c.Exp == 0 {
 		return verified{}, fmt.Errorf("%w: missing sub or exp", ErrMalformed)
 	}

@@ -84,18 +84,20 @@ func (n *nonces) check(nonce string) bool {
 	return false
 }
 
-// replay remembers the jti of every proof and client assertion seen within
-// the window in which it could still be accepted. Bounded: when full, the
-// expired entries go; if none have, the oldest half goes (a flood of
-// proofs then costs replay protection for old proofs only, never memory).
+// replay remembers the jti of every proof and client assertion (or each
+// code challenge) seen within the window in which it could still be
+// accepted. Bounded: when full, the expired entries go; if none have, the
+// oldest half goes (a flood of proofs then costs replay protection for old
+// proofs only, never memory).
 type replay struct {
-	mu   sync.Mutex
-	seen map[string]time.Time
-	now  func() time.Time
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	now    func() time.Time
+	window time.Duration
 }
 
-func newReplay(now func() time.Time) *replay {
-	return &replay{seen: make(map[string]time.Time), now: now}
+func newReplay(now func() time.Time, window time.Duration) *replay {
+	return &replay{seen: make(map[string]time.Time), now: now, window: window}
 }
 
 // unique records key and reports whether it was new.
@@ -103,7 +105,7 @@ func (r *replay) unique(key string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if t, ok := r.seen[key]; ok && now.Sub(t) < replayWindow {
+	if t, ok := r.seen[key]; ok && now.Sub(t) < r.window {
 		return false
 	}
 	if len(r.seen) >= maxRememberedJTIs {
@@ -115,14 +117,14 @@ func (r *replay) unique(key string) bool {
 
 func (r *replay) sweep(now time.Time) {
 	for k, t := range r.seen {
-		if now.Sub(t) >= replayWindow {
+		if now.Sub(t) >= r.window {
 			delete(r.seen, k)
 		}
 	}
 	if len(r.seen) < maxRememberedJTIs/2 {
 		return
 	}
-	cut := now.Add(-replayWindow / 2)
+	cut := now.Add(-r.window / 2)
 	for k, t := range r.seen {
 		if t.Before(cut) || len(r.seen) >= maxRememberedJTIs/2 {
 			delete(r.seen, k)

@@ -224,7 +224,7 @@ func (p *Provider) finish(ctx context.Context, req *request, deny bool) (*url.UR
 			return nil, err
 		}
 		out.Set("error", "access_denied")
-		out.Set("error_description", "Access denied")
+		out.Set("error_description", "The user rejected the request")
 	} else {
 		code := randomID(p.opts.Rand, "cod-", 32)
 		if err := p.db.authorize(ctx, req.ID, code, p.now().Add(codeLifetime)); err != nil {
@@ -319,23 +319,24 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 	var resp map[string]any
 	_, err := p.db.exchange(ctx, code, now, func(req *request) (*tokenRow, error) {
 		// A failed check still consumes the code, as the reference
-		// deletes the request before checking it.
+		// deletes the request before checking it; the checks are in its
+		// order (compareClientAuth, validateCodeGrant, validateTokenParams).
 		switch {
-		case req.ClientID != c.ID:
-			fail = errInvalidGrant("The code was not issued to this client")
 		case req.DID == "":
 			fail = errInvalidGrant("Unexpected request state")
-		case f.Get("redirect_uri") != req.Params.RedirectURI:
-			fail = errInvalidGrant("The redirect_uri parameter must match the one used in the authorization request")
-		case !pkceOK(f.Get("code_verifier"), req.Params.CodeChallenge):
-			fail = errInvalidGrant("Invalid code_verifier")
-		case pr == nil:
-			fail = errDPoP("DPoP proof required")
-		case req.Params.DPoPJKT != "" && pr.jkt != req.Params.DPoPJKT:
-			fail = keyBindingError()
+		case req.ClientID != c.ID:
+			fail = errInvalidGrant("Token was not issued to this client")
+		default:
+			fail = proofMatches(req.Params.DPoPJKT, pr)
 		}
 		if fail == nil {
 			fail = sameAuth(req.Auth, cauth)
+		}
+		if fail == nil {
+			fail = p.checkVerifier(f, req.Params)
+		}
+		if fail == nil && pr == nil {
+			fail = errInvalidGrant("DPoP JKT is required for DPoP bound access tokens")
 		}
 		if fail != nil {
 			return nil, fail
@@ -354,12 +355,12 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 	case errors.Is(err, errExpiredCode):
 		return nil, errInvalidGrant("This code has expired")
 	case errors.Is(err, errNotFound):
-		// A code used twice ends the session it made (RFC 6749 4.1.2).
+		// A code used twice ends the session it made (RFC 6749 4.1.2);
+		// the answer is the same as for a code never issued.
 		if t, err := p.db.tokenByCode(ctx, code); err == nil {
 			if err := p.db.deleteToken(ctx, t.ID); err != nil {
 				return nil, err
 			}
-			return nil, errInvalidGrant("Code replayed")
 		}
 		return nil, errInvalidGrant("Invalid code")
 	case err != nil:
@@ -368,12 +369,68 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 	return resp, nil
 }
 
+// proofMatches checks the token request's DPoP proof against the key the
+// request or session is bound to (the reference's compareClientAuth).
+func proofMatches(jkt string, pr *proof) error {
+	switch {
+	case jkt == "":
+		return nil
+	case pr == nil:
+		return errInvalidGrant("DPoP proof is required for this request")
+	case pr.jkt != jkt:
+		return errInvalidGrant("DPoP proof does not match the expected JKT")
+	}
+	return nil
+}
+
+// checkVerifier is the reference's validateCodeGrant: the redirect URI,
+// then the PKCE verifier, then the challenge never exchanged before.
+func (p *Provider) checkVerifier(f url.Values, par params) error {
+	verifier := f.Get("code_verifier")
+	switch {
+	case f.Get("redirect_uri") != par.RedirectURI:
+		return errInvalidGrant("The redirect_uri parameter must match the one used in the authorization request")
+	case verifier == "":
+		return errInvalidGrant("code_verifier is required")
+	case len(verifier) < 43:
+		return errInvalidGrant("code_verifier too short")
+	case !pkceOK(verifier, par.CodeChallenge):
+		return errInvalidGrant("Invalid code_verifier")
+	case !p.challenges.unique(par.CodeChallenge):
+		return errInvalidGrant("Code challenge already used")
+	}
+	return nil
+}
+
 func pkceOK(verifier, challenge string) bool {
-	if len(verifier) < 43 || len(verifier) > 128 {
+	if len(verifier) > 128 {
 		return false
 	}
 	sum := sha256.Sum256([]byte(verifier))
 	return subtle.ConstantTimeCompare([]byte(base64.RawURLEncoding.EncodeToString(sum[:])), []byte(challenge)) == 1
+}
+
+// refreshAllowed is the reference's compareClientAuth and
+// validateRefreshGrant for a refresh of t.
+func (p *Provider) refreshAllowed(t *tokenRow, c *client, cauth clientAuth, pr *proof) error {
+	if t.ClientID != c.ID {
+		return errInvalidGrant("Token was not issued to this client")
+	}
+	if err := proofMatches(t.Params.DPoPJKT, pr); err != nil {
+		return err
+	}
+	if err := sameAuth(t.Auth, cauth); err != nil {
+		return err
+	}
+	now := p.now()
+	session, idle := c.sessionLimits()
+	if now.After(t.CreatedAt.Add(session)) {
+		return errInvalidGrant("Session expired")
+	}
+	if now.After(t.UpdatedAt.Add(idle)) {
+		return errInvalidGrant("Refresh token expired")
+	}
+	return nil
 }
 
 func keyBindingError() *Error {
@@ -402,26 +459,15 @@ func (p *Provider) refreshGrant(ctx context.Context, c *client, cauth clientAuth
 		}
 		return nil, errInvalidGrant("Refresh token replayed")
 	}
-	if t.ClientID != c.ID {
-		return nil, errInvalidGrant("Token was not issued to this client")
-	}
-	if err := sameAuth(t.Auth, cauth); err != nil {
+	// Any refusal from here on ends the session, as the reference deletes
+	// the token when a refresh fails after the refresh token was found.
+	if err := p.refreshAllowed(t, c, cauth, pr); err != nil {
+		if derr := p.db.deleteToken(ctx, t.ID); derr != nil {
+			return nil, derr
+		}
 		return nil, err
 	}
-	if pr == nil {
-		return nil, errDPoP("DPoP proof required")
-	}
-	if pr.jkt != t.Params.DPoPJKT {
-		return nil, keyBindingError()
-	}
 	now := p.now()
-	session, idle := c.sessionLimits()
-	if !now.Before(t.CreatedAt.Add(session)) || !now.Before(t.UpdatedAt.Add(idle)) {
-		if err := p.db.deleteToken(ctx, t.ID); err != nil {
-			return nil, err
-		}
-		return nil, errInvalidGrant("Refresh token expired")
-	}
 	oldID := t.ID
 	t.ID, t.RefreshToken, t.UpdatedAt, t.Auth = randomID(p.opts.Rand, "tok-", 16), randomID(p.opts.Rand, "ref-", 32), now, cauth
 	resp, err := p.tokenResponseAt(t, c, now)
@@ -436,11 +482,11 @@ func (p *Provider) refreshGrant(ctx context.Context, c *client, cauth clientAuth
 	return resp, nil
 }
 
-// accessClaims are the reference's access token claims (stateless mode:
-// the scope is in the token).
+// accessClaims are the reference's access token claims. As in its default
+// (not stateless) mode the scope is not in the token: the resource server
+// looks the token up, so a revoked or rotated token stops working at once.
 type accessClaims struct {
 	jwt.Claims
-	Scope    string `json:"scope"`
 	ClientID string `json:"client_id"`
 	Cnf      struct {
 		JKT string `json:"jkt"`
@@ -461,7 +507,7 @@ func (p *Provider) tokenResponseAt(t *tokenRow, c *client, now time.Time) (map[s
 			Issuer: p.issuer(), Subject: t.DID, Audience: jwt.Audience{p.opts.Audience}, ID: t.ID,
 			IssuedAt: jwt.NewNumericDate(now), Expiry: jwt.NewNumericDate(t.ExpiresAt),
 		},
-		Scope: t.Params.Scope, ClientID: t.ClientID,
+		ClientID: t.ClientID,
 	}
 	cl.Cnf.JKT = t.Params.DPoPJKT
 	tok, err := jwt.Signed(p.signer).Claims(cl).Serialize()
@@ -473,8 +519,10 @@ func (p *Provider) tokenResponseAt(t *tokenRow, c *client, now time.Time) (map[s
 		"token_type":    "DPoP",
 		"refresh_token": t.RefreshToken,
 		"scope":         t.Params.Scope,
-		"expires_in":    int(life / time.Second),
-		"sub":           t.DID,
+		// The reference counts from when it writes the answer, a moment
+		// after iat: a whole hour reads 3599.
+		"expires_in": int((life - time.Millisecond) / time.Second),
+		"sub":        t.DID,
 	}, nil
 }
 

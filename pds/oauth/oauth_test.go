@@ -4,10 +4,13 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,6 +78,8 @@ type testClient struct {
 	key   *atcrypto.PrivateKeyP256
 	nonce string
 	form  url.Values // sent with every request (client_id, assertion...)
+	// verifier is the PKCE verifier of the last request authorize made.
+	verifier string
 }
 
 func (ts *testServer) client(clientID string) *testClient {
@@ -138,13 +143,28 @@ func (c *testClient) raw(path string, form url.Values, proof string) answer {
 	return a
 }
 
-const verifier = "a-verifier-of-at-least-forty-three-characters-0123456789"
+// verifiers maps each code challenge parForm made to its verifier: a
+// challenge is good for one exchange (the reference refuses it again).
+var (
+	verifiers   sync.Map
+	verifierSeq atomic.Int64
+)
 
 func parForm(redirect, scope string) url.Values {
+	v := fmt.Sprintf("a-verifier-of-at-least-forty-three-characters-%d", verifierSeq.Add(1))
+	challenge := indigo.S256CodeChallenge(v)
+	verifiers.Store(challenge, v)
 	return url.Values{
 		"response_type": {"code"}, "redirect_uri": {redirect}, "scope": {scope}, "state": {"st"},
-		"code_challenge": {indigo.S256CodeChallenge(verifier)}, "code_challenge_method": {"S256"},
+		"code_challenge": {challenge}, "code_challenge_method": {"S256"},
 	}
+}
+
+// verifierOf is the PKCE verifier of a form parForm made.
+func verifierOf(form url.Values) string {
+	v, _ := verifiers.Load(form.Get("code_challenge"))
+	s, _ := v.(string)
+	return s
 }
 
 func loopbackID(redirect, scope string) string {
@@ -154,6 +174,7 @@ func loopbackID(redirect, scope string) string {
 // authorize pushes a request and approves it as alice; it returns the code.
 func (c *testClient) authorize(form url.Values) string {
 	c.ts.t.Helper()
+	c.verifier = verifierOf(form)
 	a := c.post("/oauth/par", form)
 	if a.status != http.StatusCreated {
 		c.ts.t.Fatalf("PAR: %d %v", a.status, a.body)
@@ -327,12 +348,12 @@ func TestPARWithoutDPoP(t *testing.T) {
 		t.Fatal(err)
 	}
 	du, _ := url.Parse(dest)
-	a = c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {du.Query().Get("code")}, "redirect_uri": {redirect}, "code_verifier": {verifier}})
+	a = c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {du.Query().Get("code")}, "redirect_uri": {redirect}, "code_verifier": {verifierOf(f)}})
 	if a.status != 200 {
 		t.Fatalf("token: %d %v", a.status, a.body)
 	}
 	other := ts.client(c.form.Get("client_id"))
-	if a := other.post("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {a.body["refresh_token"].(string)}}); a.status != 401 || a.desc() != "Invalid DPoP key binding" {
+	if a := other.post("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {a.body["refresh_token"].(string)}}); a.status != 400 || a.desc() != "DPoP proof does not match the expected JKT" {
 		t.Fatalf("refresh with another key: %d %v", a.status, a.body)
 	}
 }
@@ -346,27 +367,27 @@ func TestCodeExchange(t *testing.T) {
 	}
 
 	code := c.authorize(parForm(redirect, "atproto"))
-	if a := exchange(c, code, verifier+"x"); a.err() != "invalid_grant" || a.desc() != "Invalid code_verifier" {
+	if a := exchange(c, code, c.verifier+"x"); a.err() != "invalid_grant" || a.desc() != "Invalid code_verifier" {
 		t.Fatalf("wrong verifier: %v", a.body)
 	}
 	// The failed attempt spent the code.
-	if a := exchange(c, code, verifier); a.err() != "invalid_grant" || a.desc() != "Invalid code" {
+	if a := exchange(c, code, c.verifier); a.err() != "invalid_grant" || a.desc() != "Invalid code" {
 		t.Fatalf("spent code: %v", a.body)
 	}
 
 	code = c.authorize(parForm(redirect, "atproto"))
 	other := ts.client(c.form.Get("client_id"))
-	if a := exchange(other, code, verifier); a.status != 401 || a.err() != "invalid_token" || a.desc() != "Invalid DPoP key binding" {
+	if a := exchange(other, code, c.verifier); a.status != 400 || a.err() != "invalid_grant" || a.desc() != "DPoP proof does not match the expected JKT" {
 		t.Fatalf("another DPoP key: %d %v", a.status, a.body)
 	}
 
 	code = c.authorize(parForm(redirect, "atproto"))
-	a := exchange(c, code, verifier)
-	if a.status != 200 || a.body["token_type"] != "DPoP" || a.body["sub"] != "did:plc:alice" || a.body["scope"] != "atproto" || a.body["expires_in"] != 3600.0 {
+	a := exchange(c, code, c.verifier)
+	if a.status != 200 || a.body["token_type"] != "DPoP" || a.body["sub"] != "did:plc:alice" || a.body["scope"] != "atproto" || a.body["expires_in"] != 3599.0 {
 		t.Fatalf("exchange: %d %v", a.status, a.body)
 	}
 	refresh := a.body["refresh_token"].(string)
-	if a := exchange(c, code, verifier); a.desc() != "Code replayed" {
+	if a := exchange(c, code, c.verifier); a.desc() != "Invalid code" {
 		t.Fatalf("code replay: %v", a.body)
 	}
 	// The replay ended the session the code made.
@@ -374,9 +395,23 @@ func TestCodeExchange(t *testing.T) {
 		t.Fatalf("refresh after a code replay: %v", a.body)
 	}
 
+	// A code challenge is good for one exchange, even on a new request.
+	f := parForm(redirect, "atproto")
+	f2 := parForm(redirect, "atproto")
+	f2.Set("code_challenge", f.Get("code_challenge"))
+	if a := exchange(c, c.authorize(f), verifierOf(f)); a.status != 200 {
+		t.Fatalf("first use of a challenge: %v", a.body)
+	}
+	if a := exchange(c, c.authorize(f2), verifierOf(f)); a.desc() != "Code challenge already used" {
+		t.Fatalf("second use of a challenge: %v", a.body)
+	}
+	if a := exchange(c, c.authorize(parForm(redirect, "atproto")), ""); a.desc() != "code_verifier is required" {
+		t.Fatalf("no verifier: %v", a.body)
+	}
+
 	code = c.authorize(parForm(redirect, "atproto"))
 	ts.clock.Advance(codeLifetime + time.Second)
-	if a := exchange(c, code, verifier); a.desc() != "This code has expired" {
+	if a := exchange(c, code, c.verifier); a.desc() != "This code has expired" {
 		t.Fatalf("old code: %v", a.body)
 	}
 }
@@ -385,7 +420,7 @@ func TestSessionExpiry(t *testing.T) {
 	ts := newTestServer(t)
 	redirect := "http://127.0.0.1:9999/cb"
 	c := ts.client(loopbackID(redirect, "atproto"))
-	a := c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {c.authorize(parForm(redirect, "atproto"))}, "redirect_uri": {redirect}, "code_verifier": {verifier}})
+	a := c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {c.authorize(parForm(redirect, "atproto"))}, "redirect_uri": {redirect}, "code_verifier": {c.verifier}})
 	refresh := a.body["refresh_token"].(string)
 	// A public client's session ends two weeks after it began, however
 	// often it refreshes.
@@ -448,7 +483,7 @@ func TestTokenTableBounded(t *testing.T) {
 	c := ts.client(loopbackID(redirect, "atproto"))
 	login := func() {
 		t.Helper()
-		a := c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {c.authorize(parForm(redirect, "atproto"))}, "redirect_uri": {redirect}, "code_verifier": {verifier}})
+		a := c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {c.authorize(parForm(redirect, "atproto"))}, "redirect_uri": {redirect}, "code_verifier": {c.verifier}})
 		if a.status != 200 {
 			t.Fatalf("token: %v", a.body)
 		}

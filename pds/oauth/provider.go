@@ -39,6 +39,9 @@ const (
 	sessionLifetimeLong   = 2 * 8766 * time.Hour // 2 years, confidential clients
 	refreshLifetimeLong   = 8766 * time.Hour / 4 // 3 months, confidential clients
 	clientAssertionMaxAge = time.Minute
+	// codeChallengeReplay is how long a PKCE code challenge, once
+	// exchanged, is refused (CODE_CHALLENGE_REPLAY_TIMEFRAME).
+	codeChallengeReplay = 24 * time.Hour
 )
 
 // Account is what the provider knows of an account.
@@ -86,14 +89,16 @@ type Options struct {
 
 // Provider is the OAuth authorization server of one PDS.
 type Provider struct {
-	opts    Options
-	db      db
-	nonces  *nonces
-	replay  *replay
-	clients *clientCache
-	signer  jose.Signer
-	realNow func() time.Time
-	log     *slog.Logger
+	opts   Options
+	db     db
+	nonces *nonces
+	replay *replay
+	// challenges are the code challenges of exchanged codes.
+	challenges *replay
+	clients    *clientCache
+	signer     jose.Signer
+	realNow    func() time.Time
+	log        *slog.Logger
 }
 
 // New opens the provider's database.
@@ -115,7 +120,8 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	d := opts.Store.db
 	p := &Provider{opts: opts, db: d, signer: signer, realNow: time.Now, log: opts.Logger}
 	p.nonces = newNonces(opts.Rand, p.realNow)
-	p.replay = newReplay(p.realNow)
+	p.replay = newReplay(p.realNow, replayWindow)
+	p.challenges = newReplay(p.realNow, codeChallengeReplay)
 	p.clients = newClientCache(p)
 	if err := d.purgeTokens(ctx, p.now()); err != nil {
 		d.Close()

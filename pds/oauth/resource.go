@@ -2,6 +2,7 @@ package oauth
 
 import (
 	"context"
+	"errors"
 	"net/http"
 	"slices"
 	"strings"
@@ -76,6 +77,9 @@ func (p *Provider) verify(r *http.Request, token string) (*Grant, error) {
 	if err != nil {
 		return nil, invalid(err.Error())
 	}
+	if err := cl.Claims.ValidateWithLeeway(jwt.Expected{Time: p.now()}, 0); err != nil {
+		return nil, invalid(`"exp" claim timestamp check failed`)
+	}
 	if cl.Cnf.JKT == "" {
 		return nil, &Error{Status: 401, Code: "invalid_token", Description: "Bearer token type must be used without a DPoP proof", Challenge: "Bearer"}
 	}
@@ -85,19 +89,37 @@ func (p *Provider) verify(r *http.Request, token string) (*Grant, error) {
 	if cl.Cnf.JKT != pr.jkt {
 		return nil, keyBindingError()
 	}
+	// The session, as the reference's loadTokenClaims reads it: gone
+	// (revoked, rotated by a refresh, ended by a replay) or expired is
+	// "Invalid token".
+	t, err := p.db.tokenByID(r.Context(), cl.ID)
+	switch {
+	case errors.Is(err, errNotFound):
+		return nil, invalid("Invalid token")
+	case err != nil:
+		return nil, err
+	case t.Params.DPoPJKT != cl.Cnf.JKT || t.DID != cl.Subject:
+		if err := p.db.deleteToken(r.Context(), t.ID); err != nil {
+			return nil, err
+		}
+		return nil, invalid("Invalid token")
+	case t.ExpiresAt.Before(p.now()):
+		if err := p.db.deleteToken(r.Context(), t.ID); err != nil {
+			return nil, err
+		}
+		return nil, invalid("Token expired")
+	}
 	if !slices.Contains(cl.Audience, p.opts.Audience) {
 		return nil, invalid("Invalid audience (got: " + strings.Join(cl.Audience, ",") + ", expected one of: " + p.opts.Audience + ")")
 	}
-	if !slices.Contains(strings.Split(cl.Scope, " "), "atproto") {
-		return nil, invalid("Invalid scope (got: " + cl.Scope + ", expected one of: atproto)")
-	}
-	if err := cl.Claims.ValidateWithLeeway(jwt.Expected{Time: p.now()}, 0); err != nil {
-		return nil, invalid(`"exp" claim timestamp check failed`)
+	scope := t.Params.Scope
+	if !slices.Contains(strings.Split(scope, " "), "atproto") {
+		return nil, invalid("Invalid scope (got: " + scope + ", expected one of: atproto)")
 	}
 	if !strings.HasPrefix(cl.Subject, "did:") {
 		return nil, &Error{Status: 400, Code: "InvalidToken", Description: "Malformed token"}
 	}
-	return &Grant{DID: cl.Subject, ClientID: cl.ClientID, Scope: cl.Scope, perms: newPermissions(cl.Scope)}, nil
+	return &Grant{DID: cl.Subject, ClientID: cl.ClientID, Scope: scope, perms: newPermissions(scope)}, nil
 }
 
 type tokenError string
