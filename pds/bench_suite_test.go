@@ -1,0 +1,146 @@
+package pds_test
+
+import (
+	"bytes"
+	"crypto/rand"
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/atclient"
+
+	"github.com/fakepds/fakepds/pds"
+)
+
+// suiteOps are the operations of the suite-shaped benchmark, in the order
+// they run (benchcompare's workload (a)).
+var suiteOps = []string{"createAccount", "createSession", "createRecord", "putRecord", "deleteRecord", "applyWrites", "getRecord", "listRecords", "uploadBlob", "getRepo"}
+
+// BenchmarkSuiteShaped is the path a test suite takes: each iteration makes
+// 40 new accounts and runs each operation once per account, operation after
+// operation, so that nearly every call lands on a different account than
+// the one before (benchcompare's workload (a), in process, with indigo's
+// client). Between the writes and the reads each repo is filled to 100
+// records (unmeasured). It reports each operation's p50 in µs; ns/op is a
+// whole pass. "past-cache" runs it with fewer actor store handles than
+// accounts in use (Config.ActorStoreCache 16), so that every call finds
+// its store closed.
+func BenchmarkSuiteShaped(b *testing.B) {
+	for _, bc := range []struct {
+		name  string
+		cache int
+	}{{"cached", 0}, {"past-cache", 16}} {
+		b.Run(bc.name, func(b *testing.B) {
+			s := start(b, pds.Config{NoPLCRateLimit: true, ActorStoreCache: bc.cache})
+			lat := map[string][]time.Duration{}
+			pass := 0
+			for b.Loop() {
+				suitePass(b, s, fmt.Sprintf("p%d", pass), 40, lat)
+				pass++
+			}
+			for _, op := range suiteOps {
+				d := lat[op]
+				slices.Sort(d)
+				b.ReportMetric(float64(d[len(d)/2].Microseconds()), op+"-p50-us")
+			}
+		})
+	}
+}
+
+// suitePass is one pass of BenchmarkSuiteShaped over n new accounts,
+// adding each call's duration to lat.
+func suitePass(b *testing.B, s *pds.Server, prefix string, n int, lat map[string][]time.Duration) {
+	ctx := b.Context()
+	type acct struct {
+		did, handle string
+		cl          *atclient.APIClient
+		rkey        string
+		three       []string
+	}
+	accts := make([]*acct, n)
+	timed := func(op string, fn func(a *acct) error) {
+		for _, a := range accts {
+			t0 := time.Now()
+			if err := fn(a); err != nil {
+				b.Fatalf("%s: %v", op, err)
+			}
+			lat[op] = append(lat[op], time.Since(t0))
+		}
+	}
+	anon := atclient.NewAPIClient(s.URL())
+	for i := range accts {
+		handle := fmt.Sprintf("%s-%d.test", prefix, i)
+		email, pw := handle+"@example.com", "pw"
+		t0 := time.Now()
+		out, err := comatproto.ServerCreateAccount(ctx, anon, &comatproto.ServerCreateAccount_Input{Handle: handle, Email: &email, Password: &pw})
+		if err != nil {
+			b.Fatal(err)
+		}
+		lat["createAccount"] = append(lat["createAccount"], time.Since(t0))
+		accts[i] = &acct{did: out.Did, handle: handle, cl: bearer(s, out.AccessJwt)}
+	}
+	const coll = "app.bsky.feed.post"
+	creates := func(k int) []*comatproto.RepoApplyWrites_Input_Writes_Elem {
+		w := make([]*comatproto.RepoApplyWrites_Input_Writes_Elem, k)
+		for i := range w {
+			w[i] = &comatproto.RepoApplyWrites_Input_Writes_Elem{RepoApplyWrites_Create: &comatproto.RepoApplyWrites_Create{Collection: coll, Value: post(fmt.Sprint(i))}}
+		}
+		return w
+	}
+	rkeyOf := func(uri string) string { return uri[strings.LastIndexByte(uri, '/')+1:] }
+	timed("createSession", func(a *acct) error {
+		_, err := comatproto.ServerCreateSession(ctx, anon, &comatproto.ServerCreateSession_Input{Identifier: a.handle, Password: "pw"})
+		return err
+	})
+	timed("createRecord", func(a *acct) error {
+		out, err := comatproto.RepoCreateRecord(ctx, a.cl, &comatproto.RepoCreateRecord_Input{Repo: a.did, Collection: coll, Record: post("hello")})
+		if err == nil {
+			a.rkey = rkeyOf(out.Uri)
+		}
+		return err
+	})
+	timed("putRecord", func(a *acct) error {
+		// A map: indigo's input type sends swapRecord null (must not exist).
+		in := map[string]any{"repo": a.did, "collection": coll, "rkey": a.rkey, "record": post("edited")}
+		return a.cl.Post(ctx, "com.atproto.repo.putRecord", in, nil)
+	})
+	timed("deleteRecord", func(a *acct) error {
+		_, err := comatproto.RepoDeleteRecord(ctx, a.cl, &comatproto.RepoDeleteRecord_Input{Repo: a.did, Collection: coll, Rkey: a.rkey})
+		return err
+	})
+	timed("applyWrites", func(a *acct) error {
+		out, err := comatproto.RepoApplyWrites(ctx, a.cl, &comatproto.RepoApplyWrites_Input{Repo: a.did, Writes: creates(3)})
+		if err == nil {
+			for _, r := range out.Results {
+				a.three = append(a.three, rkeyOf(r.RepoApplyWrites_CreateResult.Uri))
+			}
+		}
+		return err
+	})
+	for _, a := range accts {
+		if _, err := comatproto.RepoApplyWrites(ctx, a.cl, &comatproto.RepoApplyWrites_Input{Repo: a.did, Writes: creates(97)}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	timed("getRecord", func(a *acct) error {
+		_, err := comatproto.RepoGetRecord(ctx, a.cl, "", coll, a.did, a.three[0])
+		return err
+	})
+	timed("listRecords", func(a *acct) error {
+		_, err := comatproto.RepoListRecords(ctx, a.cl, coll, "", 50, a.did, false)
+		return err
+	})
+	blob := make([]byte, 4<<10)
+	timed("uploadBlob", func(a *acct) error {
+		_, _ = rand.Read(blob)
+		_, err := comatproto.RepoUploadBlob(ctx, a.cl, bytes.NewReader(blob))
+		return err
+	})
+	timed("getRepo", func(a *acct) error {
+		_, err := comatproto.SyncGetRepo(ctx, a.cl, a.did, "")
+		return err
+	})
+}
