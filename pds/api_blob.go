@@ -195,9 +195,11 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, c *caller) erro
 	}
 	var content *blob.Content
 	err = s.withActor(r.Context(), acc.DID, func(db *store.DB) error {
-		var err error
-		content, err = s.blobs().Open(r.Context(), db.Reader(), acc.DID, blobCID)
-		return err
+		return db.Query(func(q store.Querier) error {
+			var err error
+			content, err = s.blobs().Open(r.Context(), q, acc.DID, blobCID)
+			return err
+		})
 	})
 	if errors.Is(err, blob.ErrNotFound) {
 		return xrpc.InvalidRequest("", "Blob not found")
@@ -242,9 +244,11 @@ func (s *Server) listBlobs(w http.ResponseWriter, r *http.Request, c *caller) er
 	}
 	var cids []string
 	err = s.withActor(r.Context(), acc.DID, func(db *store.DB) error {
-		var err error
-		cids, err = blob.List(r.Context(), db.Reader(), acc.DID, since, param(r, "cursor"), limit)
-		return err
+		return db.Query(func(q store.Querier) error {
+			var err error
+			cids, err = blob.List(r.Context(), q, acc.DID, since, param(r, "cursor"), limit)
+			return err
+		})
 	})
 	if err != nil {
 		return err
@@ -264,9 +268,11 @@ func (s *Server) listMissingBlobs(w http.ResponseWriter, r *http.Request, c *cal
 	limit := paramInt(r, "limit", 500)
 	var missing []blob.Missing
 	err := s.withActor(r.Context(), c.DID, func(db *store.DB) error {
-		var err error
-		missing, err = blob.ListMissing(r.Context(), db.Reader(), r.URL.Query().Get("cursor"), limit)
-		return err
+		return db.Query(func(q store.Querier) error {
+			var err error
+			missing, err = blob.ListMissing(r.Context(), q, r.URL.Query().Get("cursor"), limit)
+			return err
+		})
 	})
 	if err != nil {
 		return err

@@ -40,9 +40,11 @@ func (s *Server) getPreferences(w http.ResponseWriter, r *http.Request, c *calle
 	var age json.RawMessage
 	var stored []prefs.Pref
 	err := s.withActor(r.Context(), c.DID, func(db *store.DB) error {
-		var err error
-		stored, err = prefs.List(r.Context(), db.Reader())
-		return err
+		return db.Query(func(q store.Querier) error {
+			var err error
+			stored, err = prefs.List(r.Context(), q)
+			return err
+		})
 	})
 	if err != nil {
 		return err

@@ -501,9 +501,11 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request, _ *caller) er
 	var got cid.Cid
 	var val []byte
 	err = s.withActor(ctx, acc.DID, func(db *store.DB) error {
-		var err error
-		got, val, err = repo.GetRecord(ctx, db.Reader(), collection, rkey, want)
-		return err
+		return db.Query(func(q store.Querier) error {
+			var err error
+			got, val, err = repo.GetRecord(ctx, q, collection, rkey, want)
+			return err
+		})
 	})
 	if errors.Is(err, repo.ErrRecordNotFound) {
 		return xrpc.InvalidRequest("RecordNotFound", "Could not locate record: at://%s/%s/%s", acc.DID, collection, rkey)
@@ -534,9 +536,11 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) 
 	var recs []repo.Record
 	var cursor string
 	err = s.withActor(ctx, acc.DID, func(db *store.DB) error {
-		var err error
-		recs, cursor, err = repo.ListRecords(ctx, db.Reader(), collection, limit, q.Get("cursor"), reverse)
-		return err
+		return db.Query(func(dq store.Querier) error {
+			var err error
+			recs, cursor, err = repo.ListRecords(ctx, dq, collection, limit, q.Get("cursor"), reverse)
+			return err
+		})
 	})
 	if err != nil {
 		return err
@@ -570,9 +574,11 @@ func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request, _ *caller)
 	}
 	var collections []string
 	err = s.withActor(ctx, acc.DID, func(db *store.DB) error {
-		var err error
-		collections, err = repo.Collections(ctx, db.Reader())
-		return err
+		return db.Query(func(q store.Querier) error {
+			var err error
+			collections, err = repo.Collections(ctx, q)
+			return err
+		})
 	})
 	if err != nil {
 		return err

@@ -127,9 +127,11 @@ func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request, c *
 	var head cid.Cid
 	var rev string
 	err = s.withActor(r.Context(), acc.DID, func(db *store.DB) error {
-		var err error
-		head, rev, err = repo.Head(r.Context(), db.Reader())
-		return err
+		return db.Query(func(q store.Querier) error {
+			var err error
+			head, rev, err = repo.Head(r.Context(), q)
+			return err
+		})
 	})
 	if errors.Is(err, repo.ErrRepoNotFound) {
 		return xrpc.InvalidRequest("RepoNotFound", "Could not find root for DID: %s", did)
@@ -197,9 +199,11 @@ func (s *Server) syncGetRepoStatus(w http.ResponseWriter, r *http.Request, _ *ca
 	out := comatproto.SyncGetRepoStatus_Output{Did: did, Active: *active, Status: status}
 	if *active {
 		err := s.withActor(r.Context(), did, func(db *store.DB) error {
-			_, rev, err := repo.Head(r.Context(), db.Reader())
-			out.Rev = &rev
-			return err
+			return db.Query(func(q store.Querier) error {
+				_, rev, err := repo.Head(r.Context(), q)
+				out.Rev = &rev
+				return err
+			})
 		})
 		if err != nil {
 			return err
@@ -231,9 +235,11 @@ func (s *Server) syncListRepos(w http.ResponseWriter, r *http.Request, _ *caller
 		var head cid.Cid
 		var rev string
 		err := s.withActor(ctx, acc.DID, func(db *store.DB) error {
-			var err error
-			head, rev, err = repo.Head(ctx, db.Reader())
-			return err
+			return db.Query(func(q store.Querier) error {
+				var err error
+				head, rev, err = repo.Head(ctx, q)
+				return err
+			})
 		})
 		if errors.Is(err, repo.ErrRepoNotFound) {
 			continue // no repo yet: the reference's join on repo_root skips it

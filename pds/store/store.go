@@ -4,8 +4,10 @@
 // database is known rather than assumed.
 //
 // A DB has one writer connection and a small pool of readers. WAL lets the
-// readers run beside the writer; the single writer serializes writes without
-// any Go mutex held across SQLite I/O (database/sql's pool queues callers).
+// readers run beside the writer; the single writer serializes writes. A
+// short read runs on the writer connection while no write holds it
+// (DB.Query): that connection is open, its schema parsed and its page cache
+// warm, where a reader's first use opens a connection.
 package store
 
 import (
@@ -17,6 +19,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -88,8 +91,9 @@ func (s Settings) SyncName() string {
 // DB is one SQLite database file.
 type DB struct {
 	path     string
-	w        *sql.DB // exactly one connection: the writer
-	r        *sql.DB // readers, query_only
+	w        *sql.DB    // exactly one connection: the writer
+	wmu      sync.Mutex // held by a Write, or by a Query on w
+	r        *sql.DB    // readers, query_only
 	settings Settings
 }
 
@@ -272,6 +276,8 @@ func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	if err != nil {
 		return err
 	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
 		return err
