@@ -68,7 +68,11 @@ func (p *PDS) NewAccount(t testing.TB, opts ...AccountOption) *Account {
 	for _, opt := range opts {
 		opt(&o)
 	}
-	id := strings.ReplaceAll(uuid.NewString(), "-", "")
+	u, err := uuid.NewRandomFromReader(p.random())
+	if err != nil {
+		t.Fatalf("harness.NewAccount: %v", err)
+	}
+	id := strings.ReplaceAll(u.String(), "-", "")
 	if o.handle == "" {
 		o.handle = uniqueLabel(o.prefix, id) + p.handleDomain(t)
 	}

@@ -80,7 +80,7 @@ func backend(name string) (Backend, error) {
 }
 
 // startBackend starts the PDS of vars.Backend. Options that edit the
-// server's Config (WithConfig, WithInvites, WithAddr, WithPublicURL) only
+// server's Config (WithConfig, WithInvites, WithAddr, WithPublicURL, WithSeed) only
 // exist in-process: with another backend they are an error rather than
 // silently ignored. Fixtures load as on any PDS.
 func startBackend(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
@@ -89,7 +89,7 @@ func startBackend(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, erro
 	}
 	s := apply(opts)
 	if !reflect.DeepEqual(s.cfg, pds.Config{}) {
-		return nil, fmt.Errorf("harness: WithConfig, WithInvites, WithAddr and WithPublicURL need the inprocess backend; %s=%s runs with its own configuration", env.Backend, vars.Backend)
+		return nil, fmt.Errorf("harness: WithConfig, WithInvites, WithAddr, WithPublicURL and WithSeed need the inprocess backend; %s=%s runs with its own configuration", env.Backend, vars.Backend)
 	}
 	b, err := backend(vars.Backend)
 	if err != nil {

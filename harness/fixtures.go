@@ -50,7 +50,11 @@ func (p *PDS) ready(s *setup) error {
 			return err
 		}
 	}
-	p.fixture, err = fixtures.Load(context.Background(), p.url, f, fixtures.UniqueHandles(), fixtures.WithAdminPassword(p.adminPassword))
+	opts := []fixtures.Option{fixtures.UniqueHandles(), fixtures.WithAdminPassword(p.adminPassword)}
+	if s.cfg.Rand.Seeded() {
+		opts = append(opts, fixtures.WithClock(s.cfg.Clock.Now), fixtures.WithRand(p.random()))
+	}
+	p.fixture, err = fixtures.Load(context.Background(), p.url, f, opts...)
 	return err
 }
 

@@ -2,8 +2,10 @@ package harness
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -18,6 +20,7 @@ import (
 	"github.com/fakepds/fakepds/pds"
 	"github.com/fakepds/fakepds/pds/clock"
 	"github.com/fakepds/fakepds/pds/env"
+	"github.com/fakepds/fakepds/pds/random"
 )
 
 // PDS is a running PDS a test talks to: one this process started
@@ -40,6 +43,7 @@ type PDS struct {
 	domain     string
 	invites    bool // createAccount needs an invite code
 
+	rand            io.Reader        // the harness's own draws (handles, passwords)
 	fixture         *fixtures.Loaded // WithFixtures
 	fixtureAccounts sync.Map         // name -> *Account (fixtures.go)
 }
@@ -52,6 +56,15 @@ func (p *PDS) PLCURL() string { return p.plcURL }
 
 // AdminPassword is the password of HTTP Basic user "admin".
 func (p *PDS) AdminPassword() string { return p.adminPassword }
+
+// random is where the harness draws handles and passwords from: the seed's
+// stream (WithSeed), crypto/rand otherwise.
+func (p *PDS) random() io.Reader {
+	if p.rand == nil {
+		return rand.Reader
+	}
+	return p.rand
+}
 
 // Server is the in-process server, or nil when the PDS was attached to
 // over HTTP (HARNESS_PDS_URL): powers that need it skip the test then.
@@ -114,6 +127,35 @@ func WithPublicURL(url string) Option { return func(s *setup) { s.cfg.PublicURL 
 // returns url.
 func WithPLC(url string) Option { return func(s *setup) { s.cfg.PLCURL = url } }
 
+// SeedEpoch is where the clock of a seeded PDS (WithSeed) stands until a
+// test moves it.
+var SeedEpoch = time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// SeededPublicURL is the PDS endpoint a seeded PDS (WithSeed) publishes in
+// DID documents when it listens on a free port and no WithPublicURL names
+// one: the DIDs name it, so it must not be the port of the run. Nothing
+// answers there (.invalid never resolves).
+const SeededPublicURL = "http://seeded-pds.invalid"
+
+// WithSeed makes a run reproducible: every random choice the PDS makes
+// (account keys and so DIDs, the PLC rotation key, secrets, tokens, invite
+// codes, ids) and the harness makes (NewAccount's handles, emails and
+// passwords) is drawn from seed, and every time the PDS writes (revs,
+// record keys, createdAt of the seed helpers, event times, token times)
+// comes from a frozen clock at SeedEpoch that only Clock(t).Advance
+// moves. The same sequential workload then makes byte-identical repos
+// (getRepo CARs) and firehose frames on every run; a concurrent one
+// draws in the scheduler's order. DIDs name the PDS's public URL: a
+// fixed WithAddr port or WithPublicURL is used as given, otherwise
+// SeededPublicURL. docs/harness.md "Reproducible runs" says what a
+// seed does not fix.
+func WithSeed(seed uint64) Option {
+	return func(s *setup) {
+		s.cfg.Rand = random.Seeded(seed)
+		s.cfg.Clock = clock.NewFrozen(SeedEpoch)
+	}
+}
+
 // SkipUnavailable makes a backend that cannot run on this machine (no
 // Docker engine for HARNESS_PDS_BACKEND=docker) skip the tests that need
 // it, saying why, instead of failing them. Without it, Main exits 2 and
@@ -148,7 +190,13 @@ func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
 	for _, o := range opts {
 		o(&s)
 	}
-	p := &PDS{}
+	if s.cfg.Rand.Seeded() && s.cfg.PublicURL == "" && !fixedPort(s.cfg.Addr) {
+		s.cfg.PublicURL = SeededPublicURL
+		if s.cfg.Hostname == "" {
+			s.cfg.Hostname = "localhost" // not the public URL's host
+		}
+	}
+	p := &PDS{rand: s.cfg.Rand.Stream("harness")}
 	if s.cfg.DataDir == "" {
 		// The harness owns the data dir, not the server, so that Restart
 		// can start a new server on the same data.
@@ -169,6 +217,13 @@ func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
 		return nil, errors.Join(err, p.close())
 	}
 	return p, nil
+}
+
+// fixedPort reports whether addr names a port other than 0: a URL that
+// is the same on every run.
+func fixedPort(addr string) bool {
+	_, port, err := net.SplitHostPort(addr)
+	return err == nil && port != "" && port != "0"
 }
 
 func startServer(cfg pds.Config) (*pds.Server, error) {

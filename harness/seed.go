@@ -40,8 +40,16 @@ func RefOf(s *comatproto.RepoStrongRef) Ref {
 	return Ref{URI: syntax.ATURI(s.Uri), CID: s.Cid}
 }
 
-// now is a record's createdAt.
-func now() string { return syntax.DatetimeNow().String() }
+// now is a record's createdAt: the PDS's clock when it runs in-process
+// (a seeded one's is frozen), the real time otherwise.
+func (a *Account) now() string {
+	if a.pds != nil {
+		if srv := a.pds.Server(); srv != nil {
+			return srv.Clock().Now().UTC().Format(syntax.AtprotoDatetimeLayout)
+		}
+	}
+	return syntax.DatetimeNow().String()
+}
 
 // CreateRecord creates a record in collection (rkey chosen by the PDS).
 // record is anything that marshals to the record's JSON, indigo's types
@@ -209,7 +217,7 @@ func facet(p *bsky.FeedPost, span string, feature *bsky.RichtextFacet_Features_E
 // quote and facets.
 func (a *Account) Post(t testing.TB, text string, opts ...PostOption) Ref {
 	t.Helper()
-	return a.post(t, &bsky.FeedPost{Text: text, CreatedAt: now()}, opts)
+	return a.post(t, &bsky.FeedPost{Text: text, CreatedAt: a.now()}, opts)
 }
 
 func (a *Account) post(t testing.TB, p *bsky.FeedPost, opts []PostOption) Ref {
@@ -225,7 +233,7 @@ func (a *Account) post(t testing.TB, p *bsky.FeedPost, opts []PostOption) Ref {
 // Reply posts text in reply to parent, in the thread that starts at root.
 func (a *Account) Reply(t testing.TB, root, parent Ref, text string, opts ...PostOption) Ref {
 	t.Helper()
-	return a.post(t, &bsky.FeedPost{Text: text, CreatedAt: now(), Reply: &bsky.FeedPost_ReplyRef{
+	return a.post(t, &bsky.FeedPost{Text: text, CreatedAt: a.now(), Reply: &bsky.FeedPost_ReplyRef{
 		Root: root.StrongRef(), Parent: parent.StrongRef(),
 	}}, opts)
 }
@@ -255,7 +263,7 @@ func (a *Account) DeletePost(t testing.TB, post Ref) {
 // Like likes subject.
 func (a *Account) Like(t testing.TB, subject Ref) Ref {
 	t.Helper()
-	return a.CreateRecord(t, "app.bsky.feed.like", &bsky.FeedLike{Subject: subject.StrongRef(), CreatedAt: now()})
+	return a.CreateRecord(t, "app.bsky.feed.like", &bsky.FeedLike{Subject: subject.StrongRef(), CreatedAt: a.now()})
 }
 
 // Unlike deletes a like (the Ref Like returned).
@@ -267,7 +275,7 @@ func (a *Account) Unlike(t testing.TB, like Ref) {
 // Repost reposts subject.
 func (a *Account) Repost(t testing.TB, subject Ref) Ref {
 	t.Helper()
-	return a.CreateRecord(t, "app.bsky.feed.repost", &bsky.FeedRepost{Subject: subject.StrongRef(), CreatedAt: now()})
+	return a.CreateRecord(t, "app.bsky.feed.repost", &bsky.FeedRepost{Subject: subject.StrongRef(), CreatedAt: a.now()})
 }
 
 // Unrepost deletes a repost (the Ref Repost returned).
@@ -279,7 +287,7 @@ func (a *Account) Unrepost(t testing.TB, repost Ref) {
 // Follow follows did.
 func (a *Account) Follow(t testing.TB, did syntax.DID) Ref {
 	t.Helper()
-	return a.CreateRecord(t, "app.bsky.graph.follow", &bsky.GraphFollow{Subject: did.String(), CreatedAt: now()})
+	return a.CreateRecord(t, "app.bsky.graph.follow", &bsky.GraphFollow{Subject: did.String(), CreatedAt: a.now()})
 }
 
 // Unfollow deletes a follow (the Ref Follow returned).
@@ -291,7 +299,7 @@ func (a *Account) Unfollow(t testing.TB, follow Ref) {
 // Block blocks did.
 func (a *Account) Block(t testing.TB, did syntax.DID) Ref {
 	t.Helper()
-	return a.CreateRecord(t, "app.bsky.graph.block", &bsky.GraphBlock{Subject: did.String(), CreatedAt: now()})
+	return a.CreateRecord(t, "app.bsky.graph.block", &bsky.GraphBlock{Subject: did.String(), CreatedAt: a.now()})
 }
 
 // Unblock deletes a block (the Ref Block returned).
@@ -311,13 +319,13 @@ const (
 // (CurateList, ModerationList, ReferenceList).
 func (a *Account) CreateList(t testing.TB, name, purpose string) Ref {
 	t.Helper()
-	return a.CreateRecord(t, "app.bsky.graph.list", &bsky.GraphList{Name: name, Purpose: &purpose, CreatedAt: now()})
+	return a.CreateRecord(t, "app.bsky.graph.list", &bsky.GraphList{Name: name, Purpose: &purpose, CreatedAt: a.now()})
 }
 
 // AddToList adds did to a list of the account's (an app.bsky.graph.listitem).
 func (a *Account) AddToList(t testing.TB, list Ref, did syntax.DID) Ref {
 	t.Helper()
-	return a.CreateRecord(t, "app.bsky.graph.listitem", &bsky.GraphListitem{List: list.URI.String(), Subject: did.String(), CreatedAt: now()})
+	return a.CreateRecord(t, "app.bsky.graph.listitem", &bsky.GraphListitem{List: list.URI.String(), Subject: did.String(), CreatedAt: a.now()})
 }
 
 // RemoveFromList deletes a list item (the Ref AddToList returned).
