@@ -123,9 +123,12 @@ func New(ctx context.Context, opts Options) (*Provider, error) {
 	p.replay = newReplay(p.realNow, replayWindow)
 	p.challenges = newReplay(p.realNow, codeChallengeReplay)
 	p.clients = newClientCache(p)
-	if err := d.purgeTokens(ctx, p.now()); err != nil {
-		d.Close()
-		return nil, err
+	// A database not made yet holds nothing to purge.
+	if d.Opened() {
+		if err := d.purgeTokens(ctx, p.now()); err != nil {
+			d.Close()
+			return nil, err
+		}
 	}
 	return p, nil
 }

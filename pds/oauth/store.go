@@ -100,10 +100,12 @@ type db struct{ *store.DB }
 // open it beside its other databases.
 type Store struct{ db db }
 
-// OpenStore opens (and creates) dir/oauth.sqlite.
+// OpenStore opens dir/oauth.sqlite. A new one is made by its first use
+// (store.OpenLazy): most servers never see an OAuth request, and a start
+// should not pay for a database file it does not need.
 func OpenStore(ctx context.Context, dir string, opts store.Options) (*Store, error) {
 	opts.Migrations = migrations
-	d, err := store.Open(ctx, filepath.Join(dir, File), opts)
+	d, err := store.OpenLazy(ctx, filepath.Join(dir, File), opts)
 	if err != nil {
 		return nil, err
 	}

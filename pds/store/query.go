@@ -28,6 +28,9 @@ var (
 // nor run long: a write of this DB waits for it. Reads that may run long
 // (a whole repo's export) use Read or Reader.
 func (db *DB) Query(fn func(q Querier) error) error {
+	if err := db.ready(context.Background()); err != nil {
+		return err
+	}
 	if db.wmu.TryLock() {
 		defer db.wmu.Unlock()
 		return fn(db.w)

@@ -13,13 +13,17 @@ package store
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -95,7 +99,41 @@ type DB struct {
 	wmu      sync.Mutex // held by a Write, or by a Query on w
 	r        *sql.DB    // readers, query_only
 	settings Settings
+
+	// Of a DB from OpenLazy: w, r and settings are set, under mu, by the
+	// first use; opened says they are.
+	opened atomic.Bool
+	mu     sync.Mutex
+	opts   Options
+	closed bool
+	failed *sql.DB // what Reader and Writer return while opening fails
+	err    failure // why the last open failed
 }
+
+// failure is the error of a lazy DB's last failed open, for the pool that
+// reports it.
+type failure struct {
+	mu  sync.Mutex
+	err error
+}
+
+func (f *failure) set(err error) {
+	f.mu.Lock()
+	f.err = err
+	f.mu.Unlock()
+}
+
+func (f *failure) Connect(context.Context) (driver.Conn, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return nil, f.err
+}
+
+func (f *failure) Driver() driver.Driver { return failureDriver{f} }
+
+type failureDriver struct{ f *failure }
+
+func (d failureDriver) Open(string) (driver.Conn, error) { return d.f.Connect(context.Background()) }
 
 // ErrDirty is returned by Open when a database's schema is newer than the
 // migrations this build knows.
@@ -109,6 +147,73 @@ func Open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	return open(ctx, path, opts)
+}
+
+// OpenLazy is Open for a database most runs never use (OAuth's): when no
+// file is at path, it costs nothing until the DB's first use (Write, Read,
+// Reader, Writer), which creates and opens it; a failure there is that
+// call's error, and the next use tries again. A file already at path is
+// opened now, as Open does.
+func OpenLazy(ctx context.Context, path string, opts Options) (*DB, error) {
+	if _, err := os.Lstat(path); err == nil {
+		return Open(ctx, path, opts)
+	} else if !errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	return &DB{path: path, opts: opts}, nil
+}
+
+// Opened reports whether the database is open: always for Open, after the
+// first use for OpenLazy.
+func (db *DB) Opened() bool { return db.opened.Load() }
+
+// errClosed is what a use of a lazy DB answers after Close.
+var errClosed = errors.New("store: database is closed")
+
+// ready opens a lazy DB on its first use.
+func (db *DB) ready(ctx context.Context) error {
+	if db.opened.Load() {
+		return nil
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.opened.Load() {
+		return nil
+	}
+	if db.closed {
+		return errClosed
+	}
+	o, err := Open(ctx, db.path, db.opts)
+	if err != nil {
+		db.err.set(err)
+		return err
+	}
+	db.w, db.r, db.settings = o.w, o.r, o.settings
+	db.opened.Store(true)
+	if db.failed != nil {
+		db.failed.Close()
+		db.failed = nil
+	}
+	return nil
+}
+
+// pools returns the reader and writer pools, opening a lazy DB first; while
+// that fails, both are a pool whose every use fails with the reason.
+func (db *DB) pools() (r, w *sql.DB) {
+	err := db.ready(context.Background())
+	if err == nil {
+		return db.r, db.w
+	}
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	if db.failed == nil {
+		db.err.set(err)
+		db.failed = sql.OpenDB(&db.err)
+		if db.closed {
+			db.failed.Close() // fails every use: "sql: database is closed"
+		}
+	}
+	return db.failed, db.failed
 }
 
 // open is Open of a file that is there (or that SQLite creates).
@@ -149,6 +254,7 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
 	db.settings = got
+	db.opened.Store(true)
 	if got != want {
 		// Asked, not told: say once, per file, what SQLite settled on.
 		log.Warn("sqlite pragmas did not all take",
@@ -262,8 +368,14 @@ func (db *DB) migrate(ctx context.Context, version int, migrations []string) err
 // Path is the file the DB lives in.
 func (db *DB) Path() string { return db.path }
 
-// Settings are the pragmas SQLite reported after open.
-func (db *DB) Settings() Settings { return db.settings }
+// Settings are the pragmas SQLite reported after open; the zero Settings
+// while a lazy DB is not open yet.
+func (db *DB) Settings() Settings {
+	if !db.opened.Load() {
+		return Settings{}
+	}
+	return db.settings
+}
 
 // Write runs fn in one write transaction (BEGIN IMMEDIATE) on the writer
 // connection and commits it if fn returns nil. Callers queue for the writer;
@@ -274,6 +386,9 @@ func (db *DB) Settings() Settings { return db.settings }
 func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	ctx, err := detach(ctx)
 	if err != nil {
+		return err
+	}
+	if err := db.ready(ctx); err != nil {
 		return err
 	}
 	db.wmu.Lock()
@@ -294,6 +409,9 @@ func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 func (db *DB) Read(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	ctx, err := detach(ctx)
 	if err != nil {
+		return err
+	}
+	if err := db.ready(ctx); err != nil {
 		return err
 	}
 	tx, err := db.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
@@ -318,17 +436,35 @@ func detach(ctx context.Context) (context.Context, error) {
 }
 
 // Reader is the reader pool, for single statements that need no snapshot
-// across queries. Its connections are query_only.
-func (db *DB) Reader() *sql.DB { return db.r }
+// across queries. Its connections are query_only. A lazy DB that fails to
+// open returns a pool whose every use fails with the reason.
+func (db *DB) Reader() *sql.DB {
+	r, _ := db.pools()
+	return r
+}
 
 // Writer is the writer pool (one connection), for preparing statements that
 // Write callers bind to their transaction with tx.StmtContext; the
-// connection's prepared statement is then reused, not re-prepared.
-func (db *DB) Writer() *sql.DB { return db.w }
+// connection's prepared statement is then reused, not re-prepared. A lazy
+// DB that fails to open returns a pool whose every use fails.
+func (db *DB) Writer() *sql.DB {
+	_, w := db.pools()
+	return w
+}
 
 // Close closes the readers, then the writer; the last connection to close
-// checkpoints the WAL (with the DB's synchronous setting).
+// checkpoints the WAL (with the DB's synchronous setting). A lazy DB never
+// used has nothing to close, and stays closed.
 func (db *DB) Close() error {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.closed = true
+	if db.failed != nil {
+		db.failed.Close() // kept: a use after Close fails, as on a closed pool
+	}
+	if !db.opened.Load() {
+		return nil
+	}
 	var errR error
 	if db.r != nil {
 		errR = db.r.Close()

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -431,5 +432,105 @@ func TestPrepare(t *testing.T) {
 	// A bad statement fails the whole list, naming itself; none stays open.
 	if _, err := store.Prepare(ctx, db.Writer(), `SELECT 1`, `SELECT nope FROM nowhere`); err == nil || !strings.Contains(err.Error(), "nowhere") {
 		t.Fatalf("bad statement: %v", err)
+	}
+}
+
+// OpenLazy makes no file until the DB's first use; a use that cannot open
+// it fails with the reason and the next one tries again; after Close every
+// use fails. A file already there is opened at once.
+func TestOpenLazy(t *testing.T) {
+	ctx := t.Context()
+	dir := filepath.Join(t.TempDir(), "later") // not there yet
+	path := filepath.Join(dir, "l.sqlite")
+	db, err := store.OpenLazy(ctx, path, store.Options{Migrations: testSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if db.Opened() || db.Settings() != (store.Settings{}) {
+		t.Fatalf("opened before use: %v %+v", db.Opened(), db.Settings())
+	}
+	// The directory is missing: every use fails, naming the file.
+	if err := put(ctx, db, "a", []byte("1")); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Write with no directory = %v", err)
+	}
+	var n int
+	if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n); err == nil || !strings.Contains(err.Error(), path) {
+		t.Fatalf("Reader with no directory = %v", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(ctx, db, "a", []byte("1")); err != nil {
+		t.Fatalf("Write once the directory is there: %v", err)
+	}
+	if !db.Opened() || db.Settings().JournalMode != "wal" {
+		t.Fatalf("after first use: opened %v, %+v", db.Opened(), db.Settings())
+	}
+	if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("count = %d, %v", n, err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := put(ctx, db, "b", nil); err == nil {
+		t.Fatal("Write after Close succeeded")
+	}
+
+	// There now: opened by OpenLazy itself.
+	db = open(t, path, store.Options{Migrations: testSchema})
+	db.Close()
+	db, err = store.OpenLazy(ctx, path, store.Options{Migrations: testSchema})
+	if err != nil || !db.Opened() {
+		t.Fatalf("OpenLazy of a file there: opened %v, %v", db.Opened(), err)
+	}
+	db.Close()
+
+	// Closed unused: no file, and uses fail.
+	never := filepath.Join(dir, "never.sqlite")
+	db, err = store.OpenLazy(ctx, never, store.Options{Migrations: testSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Reader().QueryRowContext(ctx, `SELECT 1`).Scan(&n); err == nil {
+		t.Fatal("Reader after Close succeeded")
+	}
+	if _, err := os.Stat(never); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("a lazy DB closed unused made its file: %v", err)
+	}
+}
+
+// Concurrent first uses of a lazy DB open it once.
+func TestOpenLazyConcurrentFirstUse(t *testing.T) {
+	ctx := t.Context()
+	db, err := store.OpenLazy(ctx, filepath.Join(t.TempDir(), "c.sqlite"), store.Options{Migrations: testSchema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for i := range 8 {
+		wg.Go(func() {
+			if i%2 == 0 {
+				errs <- put(ctx, db, strconv.Itoa(i), []byte("v"))
+				return
+			}
+			var n int
+			errs <- db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n)
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	var n int
+	if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n); err != nil || n != 4 {
+		t.Fatalf("count = %d, %v", n, err)
 	}
 }
