@@ -6,8 +6,14 @@
 // reference polls with backoff; here a frame leaves within a wake-up of its
 // commit). Reading from the database rather than from a shared in-memory
 // queue makes replay and live one code path with no gap and no duplicate.
-// A subscriber whose backlog grows past its bound while live is cut off
-// with ConsumerTooSlow, so a stalled consumer costs nothing but its socket.
+// A live subscriber that falls more than MaxBacklog events behind the head
+// is cut off with ConsumerTooSlow, as the reference's outbox is: the
+// backlog is the events sequenced and not yet handed to its socket, checked
+// before each frame, and the error frame goes after the frames already
+// sent, so a slow reader reads them, then the error, then the close. A
+// consumer that takes nothing for WriteTimeout is cut off without it (the
+// reference waits forever). Either way a consumer costs its socket, whose
+// kernel buffer is bounded too (SendBuffer), and a page of frames.
 package firehose
 
 import (
@@ -35,9 +41,16 @@ type Options struct {
 	// head before it is cut off with ConsumerTooSlow (the reference's
 	// buffer: 500).
 	MaxBacklog int64
-	// WriteTimeout bounds one frame's write; a consumer that does not read
-	// for this long is cut off.
+	// WriteTimeout bounds one frame's write, the error frame's and the
+	// close's: a consumer that takes nothing for this long is cut off.
 	WriteTimeout time.Duration
+	// SendBuffer is the kernel send buffer of a subscriber's socket
+	// (SO_SNDBUF; 128 KiB when zero, negative: the system's). Left to
+	// itself Linux gives a loopback socket megabytes, which a slow reader
+	// drains for many seconds before a blocked write wakes (at a third
+	// free): the server would see a consumer that reads as one that
+	// stalls, and each stalled one would hold those megabytes.
+	SendBuffer int
 	// ReadAhead bounds the bytes of frames a subscriber holds that it has
 	// not sent yet (one page read from the sequencer): what a consumer
 	// that stops reading costs, besides its socket. 256 KiB when zero; a
@@ -79,6 +92,9 @@ func New(seq *sequencer.Sequencer, opts Options) *Handler {
 	}
 	if opts.ReadAhead <= 0 {
 		opts.ReadAhead = 256 << 10
+	}
+	if opts.SendBuffer == 0 {
+		opts.SendBuffer = 128 << 10
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
@@ -127,11 +143,14 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return // the upgrader has answered
 	}
 	defer conn.Close()
+	if b, ok := conn.NetConn().(interface{ SetWriteBuffer(int) error }); ok && h.opts.SendBuffer > 0 {
+		_ = b.SetWriteBuffer(h.opts.SendBuffer)
+	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	switch h.track(conn, cancel, drops) {
 	case trackClosed:
-		h.fail(conn, "InternalServerError", "server shutting down")
+		h.fail(conn, nil, "InternalServerError", "server shutting down")
 		return
 	case trackDropped:
 		return // a Drop came while it was being upgraded
@@ -150,7 +169,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if err := h.stream(ctx, conn, r.URL.Query().Get("cursor"), head, changed); err != nil {
 		var se *streamError
 		if errors.As(err, &se) {
-			h.fail(conn, se.name, se.message)
+			h.fail(conn, ctx.Done(), se.name, se.message)
 			return
 		}
 		if ctx.Err() == nil {
@@ -248,12 +267,25 @@ type streamError struct{ name, message string }
 func (e *streamError) Error() string { return e.name + ": " + e.message }
 
 // fail sends an error frame and closes with 1008 (policy violation), as
-// the reference's stream server does.
-func (h *Handler) fail(conn *websocket.Conn, name, message string) {
-	deadline := time.Now().Add(time.Second)
-	_ = conn.SetWriteDeadline(deadline)
-	_ = conn.WriteMessage(websocket.BinaryMessage, ErrorFrame(name, message))
-	_ = conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, name), deadline)
+// the reference's stream server does, then waits (WriteTimeout at most)
+// for the client's close, when gone is its signal. Both frames queue
+// behind what the socket holds: a slow reader reaches them once it has
+// read that, and each write gets the full WriteTimeout to wait for room.
+func (h *Handler) fail(conn *websocket.Conn, gone <-chan struct{}, name, message string) {
+	if err := h.write(conn, ErrorFrame(name, message)); err != nil {
+		return
+	}
+	if err := conn.WriteControl(websocket.CloseMessage, websocket.FormatCloseMessage(websocket.ClosePolicyViolation, name), time.Now().Add(h.opts.WriteTimeout)); err != nil || gone == nil {
+		return
+	}
+	// Closing at once could reset the connection when the client's close
+	// reply arrives, and a reset may drop what its kernel holds unread.
+	t := time.NewTimer(h.opts.WriteTimeout)
+	defer t.Stop()
+	select {
+	case <-gone:
+	case <-t.C:
+	}
 }
 
 func (h *Handler) stream(ctx context.Context, conn *websocket.Conn, cursorParam string, head int64, changed <-chan struct{}) error {
@@ -289,14 +321,17 @@ func (h *Handler) stream(ctx context.Context, conn *websocket.Conn, cursorParam 
 		if err != nil {
 			return err
 		}
-		if len(events) > 0 && caughtUp {
-			// Live: how far behind the head is this subscriber?
-			if head, err := h.seq.Head(ctx); err == nil && head-last > h.opts.MaxBacklog {
-				return &streamError{"ConsumerTooSlow", "Stream consumer too slow"}
-			}
-		}
 		size := 0
 		for i, e := range events {
+			// Live, the backlog is checked before each frame, as the
+			// reference's outbox checks its buffer before each event:
+			// a consumer whose socket holds up the writes falls behind
+			// while it waits, and is cut at the next frame.
+			if caughtUp {
+				if head, err := h.seq.Head(ctx); err == nil && head-last > h.opts.MaxBacklog {
+					return &streamError{"ConsumerTooSlow", "Stream consumer too slow"}
+				}
+			}
 			if err := h.write(conn, e.Frame); err != nil {
 				return err
 			}

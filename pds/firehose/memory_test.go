@@ -1,13 +1,8 @@
 package firehose_test
 
 import (
-	"bytes"
-	"context"
-	"net"
 	"os"
 	"runtime"
-	"runtime/pprof"
-	"strings"
 	"testing"
 	"time"
 
@@ -21,15 +16,7 @@ import (
 // blockedWriters counts the handler goroutines stuck writing a frame to a
 // subscriber that does not read.
 func blockedWriters() int {
-	var buf bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
-	n := 0
-	for g := range strings.SplitSeq(buf.String(), "\n\n") {
-		if strings.Contains(g, "firehose.(*Handler).write") && strings.Contains(g, "poll.(*pollDesc).waitWrite") {
-			n++
-		}
-	}
-	return n
+	return handlers("", "firehose.(*Handler).write", "poll.(*pollDesc).waitWrite")
 }
 
 func liveHeap() uint64 {
@@ -74,13 +61,7 @@ func TestStalledSubscribersHoldBoundedMemory(t *testing.T) {
 
 	// Each client asks for a small receive buffer, so the replay, 24 MiB,
 	// is far more than the sockets absorb.
-	dialer := websocket.Dialer{NetDialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
-		c, err := (&net.Dialer{}).DialContext(ctx, network, addr)
-		if err == nil {
-			_ = c.(*net.TCPConn).SetReadBuffer(4 << 10)
-		}
-		return c, err
-	}}
+	dialer := smallBufferDialer(4 << 10)
 	var conns []*websocket.Conn
 	for range subscribers {
 		c, _, err := dialer.DialContext(t.Context(), f.url+"?cursor=0", nil)
