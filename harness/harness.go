@@ -190,11 +190,8 @@ func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
 	for _, o := range opts {
 		o(&s)
 	}
-	if s.cfg.Rand.Seeded() && s.cfg.PublicURL == "" && !fixedPort(s.cfg.Addr) {
-		s.cfg.PublicURL = SeededPublicURL
-		if s.cfg.Hostname == "" {
-			s.cfg.Hostname = "localhost" // not the public URL's host
-		}
+	if s.cfg.Rand.Seeded() {
+		seededURL(&s.cfg)
 	}
 	p := &PDS{rand: s.cfg.Rand.Stream("harness")}
 	if s.cfg.DataDir == "" {
@@ -217,6 +214,28 @@ func start(vars env.Vars, logger *slog.Logger, opts []Option) (*PDS, error) {
 		return nil, errors.Join(err, p.close())
 	}
 	return p, nil
+}
+
+// SeedConfig makes cfg a seeded server's, as WithSeed does, for a server
+// started without the harness (fakepds serve --seed). Call it once cfg's
+// Addr and PublicURL are final.
+func SeedConfig(cfg *pds.Config, seed uint64) {
+	var s setup
+	WithSeed(seed)(&s)
+	cfg.Rand, cfg.Clock = s.cfg.Rand, s.cfg.Clock
+	seededURL(cfg)
+}
+
+// seededURL publishes SeededPublicURL when nothing else names a URL that
+// is the same on every run.
+func seededURL(cfg *pds.Config) {
+	if cfg.PublicURL != "" || fixedPort(cfg.Addr) {
+		return
+	}
+	cfg.PublicURL = SeededPublicURL
+	if cfg.Hostname == "" {
+		cfg.Hostname = "localhost" // not the public URL's host
+	}
 }
 
 // fixedPort reports whether addr names a port other than 0: a URL that

@@ -26,6 +26,7 @@ import (
 	"os/signal"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -107,6 +108,7 @@ type ReadyAccount struct {
 type server struct {
 	cfg      pds.Config
 	fixtures string
+	seed     *uint64 // --seed
 }
 
 func (s *server) flags(fs *flag.FlagSet) {
@@ -116,12 +118,23 @@ func (s *server) flags(fs *flag.FlagSet) {
 	fs.StringVar(&s.cfg.PublicURL, "public-url", s.cfg.PublicURL, "PDS endpoint published in DID documents when it is not the listen URL (a proxy, a name containers reach)")
 	fs.StringVar(&s.cfg.DataDir, "dir", s.cfg.DataDir, "data directory, kept after exit (default: a temporary one, removed; or "+env.Dir+")")
 	fs.StringVar(&s.fixtures, "fixtures", "", "fixture `FILE` to load once the server answers (see fixtures/README.md)")
+	fs.Func("seed", "reproducible run: keys, DIDs, tokens and ids drawn from `N`, the clock frozen at "+harness.SeedEpoch.Format(time.RFC3339)+" (moved by the control plane); DID documents name "+harness.SeededPublicURL+" unless --addr has a fixed port or --public-url is set; from an empty data dir (docs/harness.md)", func(v string) error {
+		n, err := strconv.ParseUint(v, 10, 64)
+		if err != nil {
+			return errors.New("want an unsigned integer")
+		}
+		s.seed = &n
+		return nil
+	})
 }
 
 // start starts the server and loads the fixture, if any.
 func (s *server) start(ctx context.Context) (*pds.Server, *fixtures.Loaded, error) {
 	if s.cfg.PLCURL != "" && s.cfg.PLCAddr != "" {
 		return nil, nil, errors.New("--plc and --plc-addr: a server that uses another's PLC directory serves none")
+	}
+	if s.seed != nil {
+		harness.SeedConfig(&s.cfg, *s.seed)
 	}
 	srv, err := pds.New(s.cfg)
 	if err != nil {
@@ -180,7 +193,8 @@ func loadFixture(ctx context.Context, srv *pds.Server, path string, kept bool) (
 	if err != nil {
 		return nil, err
 	}
-	if state.Loaded, err = fixtures.Load(ctx, srv.URL(), f, fixtures.WithAdminPassword(srv.AdminPassword())); err != nil {
+	// {{now}} is the server's time: a seeded server's stands still.
+	if state.Loaded, err = fixtures.Load(ctx, srv.URL(), f, fixtures.WithAdminPassword(srv.AdminPassword()), fixtures.WithClock(srv.Clock().Now)); err != nil {
 		return nil, err
 	}
 	if kept {
@@ -370,7 +384,8 @@ func usage(w io.Writer) {
 
 Usage:
   fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL]
-                [--public-url URL] [--dir DIR] [--fixtures FILE] [--env]
+                [--public-url URL] [--dir DIR] [--fixtures FILE] [--seed N]
+                [--env]
       Serve until SIGINT or SIGTERM. Once the server answers (and the
       fixture, if any, is loaded), print one JSON line on stdout:
       {"url", "plcUrl", "adminPassword", "fsync", "dir", "jetstreamUrl",
@@ -391,6 +406,14 @@ Usage:
       --fixtures FILE  load a fixture (fixtures/README.md) with its own
                        handles; a kept --dir remembers it and is not
                        loaded twice.
+      --seed N         a reproducible run: keys (so DIDs), secrets,
+                       tokens and ids are drawn from N, the clock stands
+                       at 2025-01-01T00:00:00Z until the control plane
+                       moves it; the same requests in the same order give
+                       the same repos and firehose frames. DID documents
+                       name http://seeded-pds.invalid unless --addr has a
+                       fixed port or --public-url is given. From an empty
+                       data dir (docs/harness.md "Reproducible runs").
       --env            print shell lines instead of the JSON line:
                        export HARNESS_PDS_URL=..., HARNESS_PDS_PLC_URL,
                        HARNESS_PDS_ADMIN_PASSWORD, comments, and last
@@ -400,7 +423,8 @@ Usage:
           . ./pds.env    # go test ./... now attaches to it; kill %1 ends it
 
   fakepds exec [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL]
-               [--public-url URL] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
+               [--public-url URL] [--dir DIR] [--fixtures FILE] [--seed N]
+               -- CMD ARGS...
       Start one PDS, run CMD with HARNESS_PDS_URL, HARNESS_PDS_PLC_URL and
       HARNESS_PDS_ADMIN_PASSWORD set (so "fakepds exec -- go test ./..."
       shares one PDS among all packages), stop the PDS when CMD ends and

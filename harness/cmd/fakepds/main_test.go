@@ -379,3 +379,34 @@ func TestServeSharedPLC(t *testing.T) {
 		t.Fatalf("serve --plc --plc-addr: %v\n%s", err, out)
 	}
 }
+
+// serve --seed N: the fixture's DIDs and the admin password are the same
+// on every run of one seed, and another seed's differ.
+func TestServeSeed(t *testing.T) {
+	t.Parallel()
+	ready := func(seed string) Ready {
+		t.Helper()
+		cmd, sc, stderr := startServe(t, nil, "--seed", seed, "--fixtures", socialFixture)
+		if !sc.Scan() {
+			t.Fatalf("no JSON line; stderr:\n%s", stderr)
+		}
+		var r Ready
+		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		stop(t, cmd, stderr)
+		return r
+	}
+	a, b, other := ready("7"), ready("7"), ready("8")
+	if a.AdminPassword != b.AdminPassword || other.AdminPassword == a.AdminPassword {
+		t.Errorf("admin passwords %q, %q, seed 8 %q", a.AdminPassword, b.AdminPassword, other.AdminPassword)
+	}
+	for i := range a.Accounts {
+		if a.Accounts[i].DID != b.Accounts[i].DID || a.Accounts[i].DID == other.Accounts[i].DID {
+			t.Errorf("%s: seed 7 %s then %s, seed 8 %s", a.Accounts[i].Name, a.Accounts[i].DID, b.Accounts[i].DID, other.Accounts[i].DID)
+		}
+	}
+	if out, err := fakepds(t, nil, "serve", "--seed", "-1").CombinedOutput(); err == nil || !strings.Contains(string(out), "want an unsigned integer") {
+		t.Errorf("--seed -1: %v\n%s", err, out)
+	}
+}
