@@ -218,8 +218,8 @@ func (s *Server) getBlob(w http.ResponseWriter, r *http.Request, c *caller) erro
 	h.Set("Content-Type", withCharset(content.MimeType))
 	w.WriteHeader(http.StatusOK)
 	if r.Method != http.MethodHead {
-		// An *os.File: net/http sends it with sendfile.
-		_, _ = io.CopyN(w, content.File, content.Size)
+		// A file's *os.File: net/http sends it with sendfile.
+		_, _ = io.CopyN(w, content.Reader, content.Size)
 	}
 	return nil
 }

@@ -20,12 +20,14 @@ const (
 	childDirEnv   = "FAKEPDS_BLOB_FSYNC_CHILD_DIR"
 	childFsyncEnv = "FAKEPDS_BLOB_FSYNC_CHILD_FSYNC"
 	childUploads  = 20
+	childLarge    = 5 // every fourth: past the in-memory size, so a file
 )
 
-// TestBlobFsyncSyscalls proves the fsync toggle for blob files at the
-// system call level: a child process uploads N blobs under strace, which
-// names the file of every fsync/fdatasync. Off, no blob path is synced
-// (nor anything else); on, every upload syncs its file and its directory.
+// TestBlobFsyncSyscalls proves the fsync toggle for blobs at the system
+// call level: a child process uploads N blobs under strace, which names the
+// file of every fsync/fdatasync. Off, nothing is synced; on, every upload
+// syncs the actor store's WAL (its row, which holds a small blob's bytes)
+// and every large one its file and its directory too.
 func TestBlobFsyncSyscalls(t *testing.T) {
 	for _, fsync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fsync=%v", fsync), func(t *testing.T) {
@@ -33,7 +35,7 @@ func TestBlobFsyncSyscalls(t *testing.T) {
 			report := strace.Child(t, []string{"-y"}, "fsync,fdatasync", "TestBlobFsyncChild",
 				[]string{childDirEnv + "=" + dir, childFsyncEnv + "=" + fmt.Sprint(fsync)}, fmt.Sprintf("uploaded %d", childUploads))
 			blobDir := filepath.Join(dir, "blobs")
-			var all, files, dirs int
+			var all, files, dirs, wals int
 			sc := bufio.NewScanner(bytes.NewReader(report))
 			for sc.Scan() {
 				// One line per call; a call a signal interrupts is cut in
@@ -43,23 +45,25 @@ func TestBlobFsyncSyscalls(t *testing.T) {
 					continue
 				}
 				all++
+				if strings.HasSuffix(m[1], ".sqlite-wal") {
+					wals++
+				}
 				rel, err := filepath.Rel(blobDir, m[1])
 				switch {
 				case err != nil || strings.HasPrefix(rel, ".."):
 				case strings.Count(rel, "/") == 2:
-					// <hh>/<account>/<blob>: written in place (small) or
-					// to a temporary name (large).
+					// <hh>/<account>/<blob>: a large blob's temporary file.
 					files++
 				default:
 					dirs++
 				}
 			}
-			t.Logf("%d uploads: %d syncs, %d of blob files, %d of blob directories", childUploads, all, files, dirs)
+			t.Logf("%d uploads (%d large): %d syncs, %d of the actor store's WAL, %d of blob files, %d of blob directories", childUploads, childLarge, all, wals, files, dirs)
 			if !fsync && all != 0 {
 				t.Fatalf("fsync off, yet %d syncs:\n%s", all, report)
 			}
-			if fsync && (files < childUploads || dirs < childUploads) {
-				t.Fatalf("fsync on: %d file and %d directory syncs for %d uploads:\n%s", files, dirs, childUploads, report)
+			if fsync && (wals < childUploads || files < childLarge || dirs < childLarge) {
+				t.Fatalf("fsync on: %d WAL, %d file and %d directory syncs for %d uploads (%d large):\n%s", wals, files, dirs, childUploads, childLarge, report)
 			}
 		})
 	}

@@ -94,10 +94,11 @@ type Upload struct {
 	Now   time.Time
 }
 
-// smallBlob is the size up to which an upload is held in memory and
-// written straight to its file inside the transaction: one file creation
-// instead of a temporary file and a rename, which on a real disk is most
-// of the cost of a small upload. Larger uploads stream to a temporary file.
+// smallBlob is the size below which an upload is held in memory and kept
+// in its row of the actor store, written by the transaction that records
+// it: no file, no directory, and with fsync one sync (the WAL's) instead of
+// the file's and its directory's. Larger uploads stream to a temporary file
+// and are renamed into place.
 const smallBlob = 64 << 10
 
 var copyBufs = sync.Pool{New: func() any { b := make([]byte, smallBlob); return &b }}
@@ -120,7 +121,7 @@ var ErrRead = errors.New("blob: reading the upload")
 // Staged is an upload read whole, hashed and sniffed, not yet recorded.
 // Staging reads the client's body, which takes as long as the client
 // likes, so it needs nothing shared: no actor store, no transaction. The
-// body is in memory up to 64 KiB, else in a temporary file in the
+// body is in memory below 64 KiB, else in a temporary file in the
 // account's blob directory (where Commit renames it), as the reference
 // stages an upload in its temporary blob store. Close it when done.
 type Staged struct {
@@ -149,9 +150,6 @@ func (st *Staged) Close() {
 // wrapping ErrRead when the body cannot be read.
 func (s *Store) Stage(u Upload) (*Staged, error) {
 	dir := s.accountDir(u.DID)
-	if err := s.ensureDir(dir); err != nil {
-		return nil, err
-	}
 	st := &Staged{did: u.DID, buf: copyBufs.Get().(*[]byte)}
 	ok := false
 	defer func() {
@@ -205,8 +203,8 @@ func (s *Store) Stage(u Upload) (*Staged, error) {
 
 // Commit records a staged upload in db (the account's actor store) as a
 // temporary upload, or as permanent when a record already references it
-// (a repo imported before its blobs), and puts its file in place. It
-// returns the blob ref uploadBlob answers with.
+// (a repo imported before its blobs), with its bytes (a small blob) or
+// its file put in place. It returns the blob ref uploadBlob answers with.
 func (s *Store) Commit(ctx context.Context, db *store.DB, st *Staged, now time.Time) (atdata.Blob, error) {
 	dir := s.accountDir(st.did)
 	ref, small, tmpName := st.Ref, st.small, st.tmp
@@ -227,34 +225,21 @@ func (s *Store) Commit(ctx context.Context, db *store.DB, st *Staged, now time.T
 		if takedown.Valid {
 			return ErrTakendown
 		}
+		if small != nil {
+			// The bytes go in the row, with this transaction.
+			return track(ctx, tx, ref, referenced, now, newTempKey(s.Rand), small)
+		}
 		// The file goes in place inside the transaction: a Sweep of the
 		// same blob runs in one too, so it sees this row or runs before.
-		wrote := true
-		_, serr := os.Stat(final)
-		switch {
-		case small == nil:
-			err = os.Rename(tmpName, final)
-		case serr != nil:
-			err = s.writeFile(final, small, false)
-		case existed:
-			// Same bytes already there, and possibly being served: leave
-			// them be.
-			wrote = false
-		default:
-			// A file without a row (a collected blob not swept yet, or the
-			// remains of a crash), which a reader may still hold open:
-			// replace it, do not rewrite it.
-			err = s.writeFile(final, small, true)
-		}
-		if err != nil {
+		if err := os.Rename(tmpName, final); err != nil {
 			return fmt.Errorf("blob: %w", err)
 		}
-		if wrote && s.fsync {
+		if s.fsync {
 			if err := syncDir(dir); err != nil {
 				return err
 			}
 		}
-		err = track(ctx, tx, ref, referenced, now, newTempKey(s.Rand))
+		err = track(ctx, tx, ref, referenced, now, newTempKey(s.Rand), nil)
 		if err != nil && !existed {
 			// The file is this upload's alone: the row that would name it
 			// is rolled back.
@@ -272,6 +257,9 @@ func (s *Store) Commit(ctx context.Context, db *store.DB, st *Staged, now time.T
 // buf's bytes first, hashing and counting into h and size. With fsync the
 // file is synced.
 func (s *Store) spill(dir string, u Upload, buf []byte, h hash.Hash, size *int64) (string, error) {
+	if err := s.ensureDir(dir); err != nil {
+		return "", err
+	}
 	tmp, err := os.CreateTemp(dir, ".upload-*")
 	if err != nil {
 		return "", fmt.Errorf("blob: %w", err)
@@ -318,47 +306,16 @@ func (s *Store) spill(dir string, u Upload, buf []byte, h hash.Hash, size *int64
 	return tmp.Name(), nil
 }
 
-// writeFile writes a small blob to its path (synced with fsync): in
-// place, since nothing serves that path until the transaction writing it
-// commits its row (and a failed one removes it), or, to replace a file,
-// through a temporary file renamed over it.
-func (s *Store) writeFile(path string, data []byte, replace bool) error {
-	name := path
-	var f *os.File
-	var err error
-	if replace {
-		f, err = os.CreateTemp(filepath.Dir(path), ".upload-*")
-		if err == nil {
-			name = f.Name()
-			defer os.Remove(name) // fails harmlessly once renamed
-		}
-	} else {
-		f, err = os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o600)
-	}
-	if err != nil {
-		return err
-	}
-	_, err = f.Write(data)
-	if err == nil && s.fsync {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil && replace {
-		err = os.Rename(name, path)
-	}
-	return err
-}
-
 // track records an uploaded blob as temporary, unless it is already
 // permanent, and makes it permanent at once when records already reference
-// it.
-func track(ctx context.Context, tx *sql.Tx, ref atdata.Blob, referenced bool, now time.Time, tempKey string) error {
-	_, err := tx.ExecContext(ctx, `INSERT INTO blob (cid, mime_type, size, temp_key, created_at)
-		VALUES (?, ?, ?, ?, ?)
-		ON CONFLICT (cid) DO UPDATE SET temp_key = excluded.temp_key WHERE blob.temp_key IS NOT NULL`,
-		ref.Ref.String(), ref.MimeType, ref.Size, tempKey, now.UTC().Format("2006-01-02T15:04:05.000Z"))
+// it. content is a small blob's bytes, nil for a blob in a file; a row
+// that has none (its file lost, say) takes them.
+func track(ctx context.Context, tx *sql.Tx, ref atdata.Blob, referenced bool, now time.Time, tempKey string, content []byte) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO blob (cid, mime_type, size, temp_key, created_at, content)
+		VALUES (?, ?, ?, ?, ?, ?)
+		ON CONFLICT (cid) DO UPDATE SET temp_key = iif(blob.temp_key IS NULL, NULL, excluded.temp_key),
+			content = coalesce(blob.content, excluded.content)`,
+		ref.Ref.String(), ref.MimeType, ref.Size, tempKey, now.UTC().Format("2006-01-02T15:04:05.000Z"), content)
 	if err != nil || !referenced {
 		return err
 	}
@@ -387,11 +344,21 @@ func (r headReader) ReadAt(p []byte, off int64) (int, error) {
 	return r.f.ReadAt(p, off)
 }
 
-// Content is a blob opened for reading.
+// Content is a blob opened for reading: Reader is the file (an *os.File,
+// which net/http sends with sendfile) or, for a small blob, its bytes.
 type Content struct {
-	*os.File
+	io.Reader
 	MimeType string
 	Size     int64
+	f        *os.File
+}
+
+// Close closes the blob's file, if it has one.
+func (c *Content) Close() error {
+	if c.f == nil {
+		return nil
+	}
+	return c.f.Close()
 }
 
 // Querier is what the read functions query: a *sql.DB (an actor store's
@@ -410,8 +377,9 @@ func (s *Store) Open(ctx context.Context, q Querier, did string, c cid.Cid) (*Co
 	}
 	var out Content
 	var temp bool
-	err := q.QueryRowContext(ctx, `SELECT mime_type, size, temp_key IS NOT NULL FROM blob
-		WHERE cid = ? AND takedown_ref IS NULL`, c.String()).Scan(&out.MimeType, &out.Size, &temp)
+	var content []byte
+	err := q.QueryRowContext(ctx, `SELECT mime_type, size, temp_key IS NOT NULL, content FROM blob
+		WHERE cid = ? AND takedown_ref IS NULL`, c.String()).Scan(&out.MimeType, &out.Size, &temp, &content)
 	if errors.Is(err, sql.ErrNoRows) || err == nil && temp {
 		// A temporary blob's bytes are, in the reference, not yet where
 		// getBlob looks.
@@ -420,6 +388,10 @@ func (s *Store) Open(ctx context.Context, q Querier, did string, c cid.Cid) (*Co
 	if err != nil {
 		return nil, err
 	}
+	if content != nil {
+		out.Reader = bytes.NewReader(content)
+		return &out, nil
+	}
 	f, err := os.Open(path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil, ErrNotFound
@@ -427,7 +399,7 @@ func (s *Store) Open(ctx context.Context, q Querier, did string, c cid.Cid) (*Co
 	if err != nil {
 		return nil, fmt.Errorf("blob: %w", err)
 	}
-	out.File = f
+	out.Reader, out.f = f, f
 	return &out, nil
 }
 

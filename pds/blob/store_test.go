@@ -96,13 +96,20 @@ func (f *fixture) read(ref atdata.Blob) (string, error) {
 	return string(b), err
 }
 
+// exists reports whether the blob's bytes are kept: in its row (a small
+// blob) or in its file.
 func (f *fixture) exists(ref atdata.Blob) bool {
 	p, ok := f.blobs.Path(did, ref.Ref.CID())
 	if !ok {
 		f.t.Fatalf("no path for %s", ref.Ref)
 	}
-	_, err := os.Stat(p)
-	return err == nil
+	var inRow bool
+	err := f.db.Reader().QueryRowContext(f.t.Context(), `SELECT EXISTS (SELECT 1 FROM blob WHERE cid = ? AND content IS NOT NULL)`, ref.Ref.String()).Scan(&inRow)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	_, err = os.Stat(p)
+	return inRow || err == nil
 }
 
 func (f *fixture) rows(table string) int {
@@ -381,10 +388,11 @@ func TestUploadLimitAndTakedown(t *testing.T) {
 	if _, err := f.write(func(ctx context.Context, r *blob.Refs) error { return r.Associate(ctx, uri2, []atdata.Blob{ref}) }); !errors.Is(err, blob.ErrBlobNotFound) {
 		t.Fatalf("reference taken down: %v", err)
 	}
-	// No temporary file is left behind by any of it.
+	// No temporary file is left behind by any of it (small blobs need no
+	// directory at all).
 	p, _ := f.blobs.Path(did, ref.Ref.CID())
 	ents, err := os.ReadDir(filepath.Dir(p))
-	if err != nil {
+	if err != nil && !os.IsNotExist(err) {
 		t.Fatal(err)
 	}
 	for _, e := range ents {
@@ -457,3 +465,30 @@ func TestLargeUpload(t *testing.T) {
 }
 
 const pngHeader = "\x89PNG\r\n\x1a\n\x00\x00\x00\x0dIHDR" + "\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00" + "\x00\x00\x00\x00" + "\x00\x00\x00\x00IDAT"
+
+// A blob below 64 KiB is kept in its row: its upload makes no directory
+// and no file, and it is served from the row; one of 64 KiB is a file.
+func TestSmallBlobInRow(t *testing.T) {
+	f := newFixture(t, false)
+	small := f.upload("small blob", "text/plain")
+	f.mustWrite(func(ctx context.Context, r *blob.Refs) error { return r.Associate(ctx, uri1, []atdata.Blob{small}) })
+	p, _ := f.blobs.Path(did, small.Ref.CID())
+	if _, err := os.Stat(filepath.Dir(p)); !os.IsNotExist(err) {
+		t.Fatalf("account blob directory after a small upload: %v", err)
+	}
+	if got, err := f.read(small); err != nil || got != "small blob" {
+		t.Fatalf("read = %q, %v", got, err)
+	}
+	large := f.upload(strings.Repeat("x", 64<<10), "text/plain")
+	p, _ = f.blobs.Path(did, large.Ref.CID())
+	if _, err := os.Stat(p); err != nil {
+		t.Fatalf("file of a 64 KiB upload: %v", err)
+	}
+	var inRow int
+	if err := f.db.Reader().QueryRowContext(t.Context(), `SELECT count(*) FROM blob WHERE content IS NOT NULL`).Scan(&inRow); err != nil {
+		t.Fatal(err)
+	}
+	if inRow != 1 {
+		t.Fatalf("%d blobs kept in their row, want the small one", inRow)
+	}
+}
