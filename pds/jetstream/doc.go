@@ -1,6 +1,8 @@
 // Package jetstream serves fakepds's own repos as a Jetstream: the JSON
 // /subscribe WebSocket protocol (v1) that apps consume instead of the CBOR
-// firehose, as bluesky-social/jetstream serves it.
+// firehose, as bluesky-social/jetstream serves it, and beside it the v2
+// stream network.bsky.jetstream.subscribeEvents (V2) that Jetstream's
+// current Go client reads, from the same walk of the log.
 //
 // It reads the sequencer, like the firehose: each subscriber walks the
 // stored #commit, #identity and #account frames after its starting point,
@@ -29,5 +31,6 @@
 // compress=true (or a Socket-Encoding: zstd header) sends each event as a
 // binary frame compressed with zstd and Jetstream's own dictionary, taken
 // from Jetstream's Go module (MIT licensed; nothing of it is copied here),
-// so Jetstream's client decodes it as it decodes Jetstream's.
+// so Jetstream's client decodes it as it decodes Jetstream's. v2 names the
+// same dictionary by its ID (zstdDictionary=, getZstdDictionary).
 package jetstream

@@ -64,7 +64,9 @@ func CursorOf(seq int64, i int) int64 { return seq*opsPerSeq + int64(i) }
 // the stamper gives those.
 type decoded struct {
 	seq    int64
-	ms     int64 // the event's sequenced time, unix milliseconds
+	ms     int64  // the event's sequenced time, unix milliseconds
+	did    string // a #commit's or #sync's repo, with its rev
+	rev    string
 	events []Event
 }
 
@@ -120,12 +122,14 @@ func decode(e sequencer.Stored) (decoded, error) {
 		if err := sy.UnmarshalCBOR(r); err != nil {
 			return d, fmt.Errorf("jetstream: seq %d: %w", e.Seq, err)
 		}
+		d.did, d.rev = sy.Did, sy.Rev
 		d.events = []Event{{DID: sy.Did, Cursor: CursorOf(e.Seq, 0), Kind: KindSync, Sync: &sy}}
 	case sequencer.TypeCommit:
 		var c comatproto.SyncSubscribeRepos_Commit
 		if err := c.UnmarshalCBOR(r); err != nil {
 			return d, fmt.Errorf("jetstream: seq %d: %w", e.Seq, err)
 		}
+		d.did, d.rev = c.Repo, c.Rev
 		d.events, err = commitEvents(e.Seq, &c)
 		if err != nil {
 			return d, fmt.Errorf("jetstream: seq %d: %w", e.Seq, err)
@@ -204,8 +208,9 @@ func recordJSON(raw []byte) (json.RawMessage, error) {
 // stamper gives time_us along a walk of the event log in seq order: the
 // latest sequenced millisecond seen so far (racing writes take their times
 // before the sequencer's lock, so times are not quite in seq order) times
-// 1000, plus the op's place among the ops stamped with that millisecond
-// (saturating at 999). time_us never goes down, and a walk that starts
+// 1000, plus the event's place among the events (ops, and identity,
+// account and #sync events) stamped with that millisecond (saturating at
+// 999). time_us never goes down, and a walk that starts
 // more than the largest such race before an event stamps it as any other
 // such walk does.
 type stamper struct {

@@ -420,7 +420,7 @@ const pageSize = 500
 // wants, then follows the log live.
 func (h *Handler) stream(ctx context.Context, sub *subscription, start position, changed <-chan struct{}) error {
 	last, from := start.after, start.from
-	var st stamper
+	w := walk{revs: map[string]string{}}
 	caughtUp := false // the first page may hold events before the head: no backlog check
 	ping := time.NewTicker(30 * time.Second)
 	defer ping.Stop()
@@ -435,7 +435,7 @@ func (h *Handler) stream(ctx context.Context, sub *subscription, start position,
 			}
 		}
 		for _, e := range stored {
-			if err := h.send(sub, e, &st, &from); err != nil {
+			if err := h.send(ctx, sub, e, &w, &from); err != nil {
 				return err
 			}
 			last = e.Seq
@@ -457,16 +457,30 @@ func (h *Handler) stream(ctx context.Context, sub *subscription, start position,
 	}
 }
 
+// walk is what a subscriber's walk of the log keeps: its stamper, and
+// (v2) the rev each repo's last #commit or #sync gave so far.
+type walk struct {
+	stamper
+	revs map[string]string
+}
+
 // send stamps one stored event's Jetstream events and writes those the
 // subscriber wants. from is the walk's start, nil once it is passed.
-func (h *Handler) send(sub *subscription, e sequencer.Stored, st *stamper, from *func(*Event) bool) error {
+func (h *Handler) send(ctx context.Context, sub *subscription, e sequencer.Stored, w *walk, from *func(*Event) bool) error {
 	d, err := decode(e)
 	if err != nil {
 		// One event we cannot read must not end every subscription.
 		h.opts.Logger.Error("jetstream: skipping an event", "err", err)
 		return nil
 	}
-	st.stamp(&d)
+	w.stamp(&d)
+	if sub.v2 && d.rev != "" {
+		if stale, err := w.staleSync(ctx, h.seq, &d); err != nil {
+			return err
+		} else if stale {
+			return nil
+		}
+	}
 	f := sub.filter.Load()
 	for i := range d.events {
 		ev := &d.events[i]
@@ -496,6 +510,26 @@ func (h *Handler) send(sub *subscription, e sequencer.Stored, st *stamper, from 
 		}
 	}
 	return nil
+}
+
+// staleSync: Jetstream's verifier drops a #sync whose rev is not past the
+// repo's last one (activateAccount's carries the repo's current rev), so
+// v2 drops it too. The repo's last rev comes from the walk, or the log
+// when the walk has not seen the repo yet.
+func (w *walk) staleSync(ctx context.Context, seq *sequencer.Sequencer, d *decoded) (bool, error) {
+	prev, seen := w.revs[d.did]
+	w.revs[d.did] = d.rev
+	if len(d.events) == 0 || d.events[0].Kind != KindSync {
+		return false, nil
+	}
+	if !seen {
+		st, err := seq.RepoStateBefore(ctx, d.did, d.seq)
+		if err != nil {
+			return false, err
+		}
+		prev = st.Rev
+	}
+	return prev != "" && d.rev <= prev, nil // TIDs sort as they count
 }
 
 // writeFrame writes one frame, compressed if the subscriber asked.

@@ -15,7 +15,9 @@ import (
 	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	lexutil "github.com/bluesky-social/indigo/lex/util"
 	"github.com/gorilla/websocket"
+	"github.com/ipfs/go-cid"
 	"github.com/klauspost/compress/zstd"
 
 	"github.com/fakepds/fakepds/pds/jetstream"
@@ -326,5 +328,35 @@ func TestV2ConsumerTooSlow(t *testing.T) {
 	}
 	if _, closed := frame(t, c, nil); !strings.HasPrefix(closed, "close 1008") {
 		t.Fatalf("got %q", closed)
+	}
+}
+
+// A #sync whose rev is not past the repo's last #commit or #sync (as
+// activateAccount's) is dropped, as Jetstream's verifier drops it, whether
+// the walk saw that commit or must look it up; a newer one is sent.
+func TestV2StaleSync(t *testing.T) {
+	f, base := v2(t, jetstream.Options{})
+	now := time.Now()
+	head, err := cid.Decode("bafyreiejqtvukwnbs6i3cgay4i64xjygwsrp3kdhoi5pergys2yig7vdku")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit := func(rev string) sequencer.Event { // an empty commit: no ops, no events, a rev
+		return sequencer.Commit(&comatproto.SyncSubscribeRepos_Commit{Repo: "did:plc:a", Rev: rev, Commit: lexutil.LexLink(head), Blocks: []byte{}})
+	}
+	sync := func(rev string) sequencer.Event {
+		return sequencer.Sync(&comatproto.SyncSubscribeRepos_Sync{Did: "did:plc:a", Rev: rev, Blocks: []byte{1}})
+	}
+	f.append(t, now.Add(-time.Hour), commit("3kaaa"))
+	f.append(t, now, sync("3kaaa"), sync("3kbbb"), sync("3kbbb"), sequencer.Identity("did:plc:a", ""))
+	for _, cursor := range []int64{0, jetstream.CursorOf(2, 0)} { // the second walk starts after the commit
+		c := dialV2(t, base, fmt.Sprint("?cursor=", cursor), nil)
+		p := payload(t, c)
+		if p["$type"] != jetstream.NSIDv2+"#sync" || p["sync"].(map[string]any)["rev"] != "3kbbb" {
+			t.Fatalf("from %d: got %v, want the #sync of 3kbbb", cursor, p)
+		}
+		if p := payload(t, c); p["$type"] != jetstream.NSIDv2+"#identity" {
+			t.Fatalf("from %d: got %v, want the #identity", cursor, p)
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 )
@@ -25,16 +26,21 @@ type RepoState struct {
 // LastRepoState reads did's newest repo event (#commit or #sync) from the
 // database: one indexed lookup and one frame decode.
 func (s *Sequencer) LastRepoState(ctx context.Context, did string) (RepoState, error) {
+	return s.RepoStateBefore(ctx, did, math.MaxInt64)
+}
+
+// RepoStateBefore is LastRepoState as the log stood before seq.
+func (s *Sequencer) RepoStateBefore(ctx context.Context, did string, seq int64) (RepoState, error) {
 	var st RepoState
 	var typ string
 	var frame []byte
 	// repo_seq_did orders each DID's rows by seq, so this reads backwards
 	// from the newest and stops at the first repo event.
 	err := s.db.Reader().QueryRowContext(ctx, `SELECT event_type, event FROM repo_seq
-		WHERE did = ? AND event_type IN (?, ?) ORDER BY seq DESC LIMIT 1`, did, TypeCommit, TypeSync).Scan(&typ, &frame)
+		WHERE did = ? AND seq < ? AND event_type IN (?, ?) ORDER BY seq DESC LIMIT 1`, did, seq, TypeCommit, TypeSync).Scan(&typ, &frame)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
-		err = s.db.Reader().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM repo_seq WHERE did = ?)`, did).Scan(&st.Any)
+		err = s.db.Reader().QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM repo_seq WHERE did = ? AND seq < ?)`, did, seq).Scan(&st.Any)
 		return st, err
 	case err != nil:
 		return st, err
