@@ -1,7 +1,6 @@
 package pds
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
 	"errors"
@@ -84,27 +83,64 @@ func (s *Server) assertRepoAvailable(ctx context.Context, id string, exempt bool
 	return acc, nil
 }
 
-func writeCAR(w http.ResponseWriter, car []byte) {
-	w.Header().Set("Content-Type", "application/vnd.ipld.car")
-	w.WriteHeader(http.StatusOK)
-	_, _ = w.Write(car)
-}
-
 // answerCAR answers the CAR fn writes from did's actor store, read in one
 // snapshot; a store that holds no repo answers notFound (when not nil).
+// The CAR is streamed as fn writes it (ExportCAR and GetBlocks hand it on
+// in 64 KiB pieces), so a large repo is never whole in memory; the status
+// goes out with the first bytes, so an error before them is answered as
+// any other. The snapshot and the actor store handle are held until the
+// client has taken the last byte: each write must be taken within
+// Config.WriteTimeout, or the response is cut off and both are freed.
 func (s *Server) answerCAR(w http.ResponseWriter, r *http.Request, did string, notFound error, fn func(tx *sql.Tx, car io.Writer) error) error {
-	var buf bytes.Buffer
+	out := &carStream{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
 	err := s.withActor(r.Context(), did, func(db *store.DB) error {
-		return db.Read(r.Context(), func(tx *sql.Tx) error { return fn(tx, &buf) })
+		return db.Read(r.Context(), func(tx *sql.Tx) error { return fn(tx, out) })
 	})
+	if out.started {
+		if err != nil {
+			// The status is sent: cut the response off so the client
+			// sees a broken CAR, not a short one that parses. What is
+			// still buffered must not wait on the client either.
+			s.log.Debug("sync: CAR response cut off", "did", did, "err", err)
+			_ = out.rc.SetWriteDeadline(time.Now())
+			panic(http.ErrAbortHandler)
+		}
+		return nil // net/http clears the deadline before the next request
+	}
 	if notFound != nil && errors.Is(err, repo.ErrRepoNotFound) {
 		return notFound
 	}
 	if err != nil {
 		return err
 	}
-	writeCAR(w, buf.Bytes())
+	out.start()
 	return nil
+}
+
+// carStream is a CAR response written as it is made.
+type carStream struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration // per write; none when not positive
+	started bool
+}
+
+func (c *carStream) start() {
+	c.w.Header().Set("Content-Type", "application/vnd.ipld.car")
+	c.w.WriteHeader(http.StatusOK)
+	c.started = true
+}
+
+func (c *carStream) Write(p []byte) (int, error) {
+	if !c.started {
+		c.start()
+	}
+	if c.timeout > 0 {
+		if err := c.rc.SetWriteDeadline(time.Now().Add(c.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+			return 0, err
+		}
+	}
+	return c.w.Write(p)
 }
 
 func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request, c *caller) error {

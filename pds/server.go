@@ -83,6 +83,12 @@ type Config struct {
 	// when negative. A handler's own work is not bounded by it, nor is the
 	// firehose.
 	BodyTimeout time.Duration
+	// WriteTimeout bounds how long one write of a streamed CAR response
+	// (sync.getRepo, getRecord, getBlocks; 64 KiB at a time) may wait for
+	// the client to take it: a client that stops reading is cut off, and
+	// the actor store handle and read snapshot the response holds are
+	// freed. 10 s when zero, no bound when negative.
+	WriteTimeout time.Duration
 	// SlotWait bounds how long a request waits for a shared slot (an actor
 	// store handle when all ActorStoreCache are in use, an importRepo
 	// when ImportConcurrency run) before it answers 503
@@ -354,6 +360,9 @@ func (c *Config) fill() error {
 	}
 	if c.SlotWait == 0 {
 		c.SlotWait = actorstore.DefaultWait
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = 10 * time.Second
 	}
 	if c.ImportConcurrency <= 0 {
 		c.ImportConcurrency = 2
