@@ -43,5 +43,6 @@ bench-compare: ## fakepds beside the npm reference PDS: one client, alternating 
 	$(GO) run ./harness/cmd/benchcompare $(BENCH_COMPARE_FLAGS)
 
 .PHONY: soak
-soak: ## the reliability tests full size (crash, load, concurrency; minutes): the figures in docs/reliability.md
+soak: ## the reliability tests full size (crash, load, concurrency, stalled clients; minutes): the figures in docs/reliability.md
 	FAKEPDS_SOAK=1 $(GO) test ./internal/reliability -count=1 -v -timeout 60m
+	FAKEPDS_SOAK=1 $(GO) test ./pds ./pds/firehose -run '^TestStalled' -count=1 -v -timeout 20m

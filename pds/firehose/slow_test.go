@@ -12,9 +12,16 @@ import (
 	"github.com/bluesky-social/indigo/events"
 	"github.com/gorilla/websocket"
 
+	"github.com/fakepds/fakepds/internal/sockbuf"
 	"github.com/fakepds/fakepds/pds/firehose"
 	"github.com/fakepds/fakepds/pds/sequencer"
 )
+
+// smallBufferDialer dials with a receive buffer of n bytes: a consumer
+// whose kernel holds little more than it has read.
+func smallBufferDialer(n int) *websocket.Dialer {
+	return &websocket.Dialer{NetDialContext: sockbuf.Dialer(n).DialContext}
+}
 
 // handlers counts the goroutines whose state starts with state (as the
 // goroutine profile prints it, "select", "IO wait") and whose stack holds

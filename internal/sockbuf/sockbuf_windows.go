@@ -1,0 +1,7 @@
+package sockbuf
+
+import "syscall"
+
+func setReceiveBuffer(fd uintptr, n int) error {
+	return syscall.SetsockoptInt(syscall.Handle(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, n)
+}
