@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -143,4 +146,45 @@ func suitePass(b *testing.B, s *pds.Server, prefix string, n int, lat map[string
 		_, err := comatproto.SyncGetRepo(ctx, a.cl, a.did, "")
 		return err
 	})
+}
+
+// BenchmarkConcurrentWriters is benchcompare's workload (c): 16 clients,
+// each creating records in its own repo as fast as it can; ns/op is per
+// write over all of them, p50/p95-us each write's latency. Run it with
+// -blockprofile and -mutexprofile to find what the writers queue on.
+func BenchmarkConcurrentWriters(b *testing.B) {
+	s := start(b, pds.Config{NoPLCRateLimit: true})
+	const writers = 16
+	cls := make([]*atclient.APIClient, writers)
+	dids := make([]string, writers)
+	for i := range cls {
+		a := createAccountB(b, s, fmt.Sprintf("writer%d.test", i))
+		cls[i], dids[i] = bearer(s, a.AccessJwt), a.Did
+	}
+	var mu sync.Mutex
+	var lat []time.Duration
+	var next atomic.Int64
+	b.SetParallelism((writers + runtime.GOMAXPROCS(0) - 1) / runtime.GOMAXPROCS(0))
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		i := int(next.Add(1)-1) % writers
+		var mine []time.Duration
+		for pb.Next() {
+			t0 := time.Now()
+			if _, err := comatproto.RepoCreateRecord(b.Context(), cls[i], &comatproto.RepoCreateRecord_Input{Repo: dids[i], Collection: "app.bsky.feed.post", Record: post("hello")}); err != nil {
+				b.Error(err)
+				return
+			}
+			mine = append(mine, time.Since(t0))
+		}
+		mu.Lock()
+		lat = append(lat, mine...)
+		mu.Unlock()
+	})
+	b.StopTimer()
+	slices.Sort(lat)
+	if len(lat) > 0 {
+		b.ReportMetric(float64(lat[len(lat)/2].Microseconds()), "p50-us")
+		b.ReportMetric(float64(lat[len(lat)*95/100].Microseconds()), "p95-us")
+	}
 }
