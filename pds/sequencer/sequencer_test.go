@@ -287,3 +287,22 @@ func BenchmarkLastBefore(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkAppendParallel: 16 goroutines appending one event each call,
+// as 16 concurrent repo writers do; ns/op is per event.
+func BenchmarkAppendParallel(b *testing.B) {
+	s, err := sequencer.Open(b.Context(), b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close()
+	b.SetParallelism(8) // 16 on 2 cores
+	b.RunParallel(func(pb *testing.PB) {
+		for pb.Next() {
+			if _, err := s.Append(b.Context(), time.Now(), sequencer.Identity("did:plc:a", "")); err != nil {
+				b.Error(err)
+				return
+			}
+		}
+	})
+}
