@@ -114,39 +114,89 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // they wait for the lock, and a test's clock may be moved back, so an
 // event stamped now earlier than the newest stored one gets that one's
 // time instead. LastBefore relies on it.
+//
+// Appends that queue while another commits go in one transaction
+// together (a group commit), each call's events contiguous and in the
+// order the calls queued; each call returns once that transaction has
+// committed, and fails if it failed. Every write of every account
+// appends here, so with one commit per call concurrent writers queued
+// behind each other's commits: with 16 writers on 2 cores, the wait for
+// this lock was most of a write's time (BenchmarkConcurrentWriters,
+// -blockprofile).
 func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) ([]Stored, error) {
 	// Once a commit is in its actor store, its event must follow: a caller
 	// giving up must not leave the firehose with a gap.
 	ctx = context.WithoutCancel(ctx)
-	now = now.UTC().Truncate(time.Millisecond) // as stored, so memory and database agree
-	out := make([]Stored, 0, len(events))
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if now.Before(s.lastTime) {
-		now = s.lastTime
+	r := &appendCall{now: now.UTC().Truncate(time.Millisecond), events: events, wake: make(chan struct{}, 1)} // as stored, so memory and database agree
+	s.qmu.Lock()
+	s.queue = append(s.queue, r)
+	lead := !s.leading
+	s.leading = true
+	s.qmu.Unlock()
+	if !lead {
+		// A commit is running: the next takes r, or r leads it.
+		if <-r.wake; r.done {
+			return r.out, r.err
+		}
 	}
-	s.lastTime = now
-	t := now.Format(timeFormat)
+	s.qmu.Lock()
+	batch := s.queue
+	s.queue = nil
+	s.qmu.Unlock()
+	s.mu.Lock()
+	s.commit(ctx, batch)
+	s.mu.Unlock()
+	// Hand the lead to the first call that queued meanwhile, if any.
+	s.qmu.Lock()
+	var next *appendCall
+	if len(s.queue) > 0 {
+		next = s.queue[0]
+	} else {
+		s.leading = false
+	}
+	s.qmu.Unlock()
+	if next != nil {
+		next.wake <- struct{}{}
+	}
+	return r.out, r.err
+}
+
+// appendCall is one Append waiting for its commit. Its waiter reads out,
+// err and done once woken.
+type appendCall struct {
+	now    time.Time
+	events []Event
+	out    []Stored
+	err    error
+	done   bool          // committed (or failed) by a leader
+	wake   chan struct{} // done, or this call leads the next commit
+}
+
+// commit writes the events of batch in one transaction, holding s.mu.
+func (s *Sequencer) commit(ctx context.Context, batch []*appendCall) {
+	lastTime := s.lastTime
 	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		out = out[:0]
 		insert := tx.StmtContext(ctx, s.insertStmt)
-		for i, e := range events {
-			// AUTOINCREMENT takes the seq given: the last one plus one.
-			seq := s.last + int64(i) + 1
-			typ, err := stamp(e, seq, t)
-			if err != nil {
-				return err
+		seq := s.last
+		lastTime = s.lastTime
+		for _, r := range batch {
+			r.out, r.err = nil, nil
+			now := r.now
+			if now.Before(lastTime) {
+				now = lastTime
 			}
-			s.buf.Reset()
-			s.buf.Write(headers[typ])
-			if err := e.Body.MarshalCBOR(&s.buf); err != nil {
-				return fmt.Errorf("sequencer: encode %s: %w", typ, err)
+			// A call whose events do not encode fails alone, before any
+			// of them is written.
+			if r.out, r.err = s.encode(r.events, seq, now); r.err != nil {
+				continue
 			}
-			frame := bytes.Clone(s.buf.Bytes())
-			if _, err := insert.ExecContext(ctx, seq, e.DID, typ, frame, t); err != nil {
-				return err
+			lastTime = now
+			for _, st := range r.out {
+				if _, err := insert.ExecContext(ctx, st.Seq, st.DID, st.Type, st.Frame, st.Time.Format(timeFormat)); err != nil {
+					return err
+				}
 			}
-			out = append(out, Stored{Seq: seq, DID: e.DID, Type: typ, Time: now, Frame: frame})
+			seq += int64(len(r.out))
 		}
 		return nil
 	})
@@ -157,11 +207,45 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 			s.last = last
 		}
 		s.failed = true
-		return nil, err
 	}
-	s.last += int64(len(events))
-	s.tail.add(out)
-	s.wake()
+	s.lastTime = lastTime
+	var all []Stored
+	for _, r := range batch {
+		if err != nil {
+			r.out, r.err = nil, err
+		}
+		all = append(all, r.out...)
+	}
+	if err == nil {
+		s.last += int64(len(all))
+		s.tail.add(all)
+		s.wake()
+	}
+	for _, r := range batch {
+		r.done = true
+		r.wake <- struct{}{} // buffered: the leader's own is never read
+	}
+}
+
+// encode stamps events with the seqs after last and time now and encodes
+// their frames.
+func (s *Sequencer) encode(events []Event, last int64, now time.Time) ([]Stored, error) {
+	t := now.Format(timeFormat)
+	out := make([]Stored, 0, len(events))
+	for i, e := range events {
+		// AUTOINCREMENT takes the seq given: the last one plus one.
+		seq := last + int64(i) + 1
+		typ, err := stamp(e, seq, t)
+		if err != nil {
+			return nil, err
+		}
+		s.buf.Reset()
+		s.buf.Write(headers[typ])
+		if err := e.Body.MarshalCBOR(&s.buf); err != nil {
+			return nil, fmt.Errorf("sequencer: encode %s: %w", typ, err)
+		}
+		out = append(out, Stored{Seq: seq, DID: e.DID, Type: typ, Time: now, Frame: bytes.Clone(s.buf.Bytes())})
+	}
 	return out, nil
 }
 

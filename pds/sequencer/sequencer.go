@@ -27,10 +27,16 @@ type Sequencer struct {
 	// connection, so preparing while a write holds it would wait forever.
 	insertStmt *sql.Stmt
 
-	// mu serializes Append (the single writer connection does too) and
-	// guards what it keeps between calls: the last seq given out, read
-	// once at Open instead of once a write, the newest time stamped, and
-	// the encoding buffer.
+	// qmu guards queue, the Appends waiting for a commit to take them,
+	// and leading: an Append is committing, or handing over to the next.
+	qmu     sync.Mutex
+	queue   []*appendCall
+	leading bool
+
+	// mu serializes Append's commits (the single writer connection does
+	// too) and guards what they keep between calls: the last seq given
+	// out, read once at Open instead of once a write, the newest time
+	// stamped, and the encoding buffer.
 	mu       sync.Mutex
 	last     int64
 	lastTime time.Time // no event is stamped before it (see Append)
