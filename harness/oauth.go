@@ -175,3 +175,33 @@ func (a *Account) RevokeOAuth(t testing.TB, clientID string) int {
 	a.pds.power(t, "RevokeOAuth", http.MethodDelete, "oauth/sessions?"+url.Values{"account": {a.DID.String()}, "client_id": {clientID}}.Encode(), nil, &out)
 	return out.Revoked
 }
+
+// WithPermissionSets registers OAuth permission sets: lexicon documents
+// (JSON) whose main definition is a "permission-set", which include:<nsid>
+// scopes may then name (pds.Config.PermissionSets). The reference
+// resolves them over the network; a test PDS has none. A set can also be
+// published as a com.atproto.lexicon.schema record (rkey: its NSID) by the
+// account whose handle is the NSID's authority (PublishPermissionSet).
+func WithPermissionSets(docs ...[]byte) Option {
+	return func(s *setup) { s.cfg.PermissionSets = append(s.cfg.PermissionSets, docs...) }
+}
+
+// PublishPermissionSet writes a permission set lexicon document (JSON) as
+// the account's com.atproto.lexicon.schema record, as a lexicon's author
+// publishes it; fakepds resolves include:<nsid> from it when the NSID's
+// authority is the account's handle (handle alice.test publishes
+// test.alice.*). It returns the set's NSID.
+func (a *Account) PublishPermissionSet(t testing.TB, doc []byte) string {
+	t.Helper()
+	var rec map[string]any
+	if err := json.Unmarshal(doc, &rec); err != nil {
+		t.Fatalf("PublishPermissionSet: %v", err)
+	}
+	nsid, _ := rec["id"].(string)
+	rec["$type"] = "com.atproto.lexicon.schema"
+	in := map[string]any{"repo": a.DID.String(), "collection": "com.atproto.lexicon.schema", "rkey": nsid, "record": rec}
+	if err := a.Client.Post(t.Context(), "com.atproto.repo.putRecord", in, nil); err != nil {
+		t.Fatalf("PublishPermissionSet %s: %v", nsid, err)
+	}
+	return nsid
+}

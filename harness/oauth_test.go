@@ -294,3 +294,51 @@ func TestOAuthGrantsAndRevoke(t *testing.T) {
 		t.Fatalf("grants after revoking one: %+v", got)
 	}
 }
+
+// permissionSet is a permission set lexicon document granting create on
+// one collection of its group and one method to any service.
+func permissionSet(nsid, group string) []byte {
+	return []byte(`{"lexicon": 1, "id": "` + nsid + `", "defs": {"main": {"type": "permission-set", "title": "Test", "permissions": [
+		{"type": "permission", "resource": "repo", "collection": ["` + group + `.note"], "action": ["create"]},
+		{"type": "permission", "resource": "rpc", "lxm": ["` + group + `.getNotes"], "aud": "*"}]}}}`)
+}
+
+// TestOAuthPermissionSets: an include: scope grants exactly what its
+// permission set lists, whether the set was registered with the server
+// (WithPermissionSets) or published by the account whose handle is its
+// NSID's authority; an include: of a set nobody has is refused at PAR
+// (conformance oauth-sign-in compares that answer with the reference).
+func TestOAuthPermissionSets(t *testing.T) {
+	t.Parallel()
+	p := harness.New(t, harness.WithPermissionSets(permissionSet("com.example.notes.basics", "com.example.notes")))
+	a := p.NewAccount(t)
+	author := p.NewAccount(t, harness.WithHandlePrefix("notes"))
+	group := "test." + strings.TrimSuffix(author.Handle.String(), ".test")
+	published := author.PublishPermissionSet(t, permissionSet(group+".basics", group))
+
+	for _, tc := range []struct{ include, group string }{
+		{"include:com.example.notes.basics", "com.example.notes"},
+		{"include:" + published, group},
+	} {
+		sess := a.OAuthSession(t, "atproto", tc.include)
+		if want := "repo:" + tc.group + ".note?action=create rpc:" + tc.group + ".getNotes?aud=* atproto"; strings.Join(sess.Data.Scopes, " ") != want {
+			t.Errorf("%s: token scope %q, want %q", tc.include, strings.Join(sess.Data.Scopes, " "), want)
+		}
+		c := sess.APIClient()
+		note := map[string]any{"$type": tc.group + ".note", "text": "hi"}
+		if _, err := createRecord(t, c, a.DID, tc.group+".note", note); err != nil {
+			t.Errorf("%s: createRecord in the set's collection: %v", tc.include, err)
+		}
+		_, err := createRecord(t, c, a.DID, "app.bsky.feed.post", post("not in the set"))
+		apiErr(t, err, 403, "ScopeMissingError")
+		_, err = createRecord(t, c, a.DID, tc.group+".other", map[string]any{"$type": tc.group + ".other"})
+		apiErr(t, err, 403, "ScopeMissingError")
+	}
+
+	cfg := oauth.NewLocalhostConfig("http://127.0.0.1/callback", []string{"atproto", "include:com.example.notes.missing"})
+	app := oauth.NewClientApp(&cfg, oauth.NewMemStore())
+	_, err := app.SendAuthRequest(t.Context(), p.OAuthServerMetadata(t), app.Config.Scopes, a.Handle.String())
+	if err == nil || !strings.Contains(err.Error(), "invalid_scope") {
+		t.Fatalf("PAR with an unknown permission set: %v", err)
+	}
+}

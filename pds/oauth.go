@@ -46,6 +46,7 @@ func (s *Server) openOAuth(ctx context.Context, st *oauth.Store, secret []byte) 
 	p, err := oauth.New(ctx, oauth.Options{
 		Store: st, Issuer: s.publicURL, Audience: s.ServiceDID(), Secret: secret,
 		Clock: s.clock, Accounts: oauthAccounts{s}, Logger: s.log, Rand: s.rand("oauth"),
+		PermissionSet: s.permissionSet,
 	})
 	if err != nil {
 		return errors.Join(err, st.Close())

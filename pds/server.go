@@ -23,6 +23,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/bluesky-social/indigo/atproto/lexicon"
+
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/auth"
@@ -147,6 +149,14 @@ type Config struct {
 	// with a service auth token, as the reference proxies them. Unset,
 	// such methods answer 501 MethodNotImplemented.
 	AppViewURL, AppViewDID string
+	// PermissionSets are lexicon documents (JSON, a "permission-set" as
+	// the main definition) that OAuth include:<nsid> scopes may name: the
+	// offline stand-in for the network resolution the reference makes. A
+	// set is also found as a com.atproto.lexicon.schema record (rkey: the
+	// NSID) of the account whose handle is the NSID's authority
+	// (test.alice.basics: alice.test), as if its _lexicon DNS record named
+	// that account.
+	PermissionSets [][]byte
 }
 
 // Server is a running (or ready to run) fakepds.
@@ -164,8 +174,9 @@ type Server struct {
 	plcKey   *k256.PrivateKey // signs the PLC operations of every account
 	actors   *actorstore.Cache[*actor]
 	oauth    *oauth.Provider
-	imports  chan struct{}  // a token per importRepo parsing or writing
-	settings store.Settings // of the account database, as read back
+	permSets map[string]*lexicon.SchemaFile // Config.PermissionSets by NSID
+	imports  chan struct{}                  // a token per importRepo parsing or writing
+	settings store.Settings                 // of the account database, as read back
 
 	jetstream *jetstream.Handler // serves /subscribe and the v2 subscribeEvents
 
@@ -209,6 +220,11 @@ func New(cfg Config) (*Server, error) {
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, clock: cfg.Clock, tids: &clock.TIDs{Clock: cfg.Clock},
 		proxyClient: &http.Client{Timeout: 30 * time.Second}}
+	sets, err := parsePermissionSets(cfg.PermissionSets)
+	if err != nil {
+		return nil, err
+	}
+	s.permSets = sets
 	s.hasher = auth.Hasher{N: auth.CheapScryptN, Rand: s.rand("password-salts")}
 	if cfg.ReferencePasswordCost {
 		s.hasher.N = auth.ReferenceScryptN
@@ -226,7 +242,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("pds: data dir: %w", err)
 	}
 
-	err := s.open(ctx)
+	err = s.open(ctx)
 	if err == nil {
 		err = s.recoverFirehose(ctx)
 	}

@@ -259,6 +259,15 @@ func oauthSignIn(r *run) {
 	// The user presses Deny.
 	params.Set("state", "s4")
 	login("deny", true)
+
+	// A permission set neither server can resolve (the reference would
+	// ask the network, which it has not here).
+	withSet := "atproto include:com.example.fakepds.basics"
+	sc := &oauthClient{r: r, key: key, nonce: c.nonce,
+		id: "http://localhost?" + url.Values{"redirect_uri": {redirect}, "scope": {withSet}}.Encode()}
+	params.Set("scope", withSet)
+	params.Del("client_id") // send set the first client's
+	sc.form("par with an unresolvable permission set", par, params, "")
 }
 
 // oauthMetadata reads the authorization server metadata without recording

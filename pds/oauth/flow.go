@@ -73,6 +73,10 @@ func (p *Provider) par(w http.ResponseWriter, r *http.Request) error {
 	if err := p.checkParams(c, &par, pr, f.Get("dpop_jkt")); err != nil {
 		return err
 	}
+	// Every include: must name a permission set this server resolves.
+	if _, err := p.permissionSets(ctx, par.Scope); err != nil {
+		return err
+	}
 	now := p.now()
 	req := &request{
 		ID: randomID(p.opts.Rand, "req-", 16), ClientID: c.ID, Auth: cauth, Params: par,
@@ -342,9 +346,14 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 			return nil, fail
 		}
 		req.Params.DPoPJKT = pr.jkt
+		scope, err := p.grantScope(ctx, req.Params.Scope)
+		if err != nil {
+			fail = err
+			return nil, fail
+		}
 		t := &tokenRow{
 			ID: randomID(p.opts.Rand, "tok-", 16), DID: req.DID, ClientID: c.ID, Auth: cauth, Params: req.Params,
-			RefreshToken: randomID(p.opts.Rand, "ref-", 32), CreatedAt: now, UpdatedAt: now,
+			Scope: scope, RefreshToken: randomID(p.opts.Rand, "ref-", 32), CreatedAt: now, UpdatedAt: now,
 		}
 		resp, fail = p.tokenResponseAt(t, c, now)
 		return t, fail
@@ -367,6 +376,17 @@ func (p *Provider) codeGrant(ctx context.Context, c *client, cauth clientAuth, p
 		return nil, err
 	}
 	return resp, nil
+}
+
+// grantScope is tokenScope with the reference's answer at the token
+// endpoint for a set that no longer resolves (400 invalid_request).
+func (p *Provider) grantScope(ctx context.Context, scope string) (string, error) {
+	s, err := p.tokenScope(ctx, scope)
+	var e *Error
+	if errors.As(err, &e) {
+		return "", errInvalidRequest("%s", e.Description)
+	}
+	return s, err
 }
 
 // proofMatches checks the token request's DPoP proof against the key the
@@ -468,8 +488,14 @@ func (p *Provider) refreshGrant(ctx context.Context, c *client, cauth clientAuth
 		return nil, err
 	}
 	now := p.now()
+	// The permission sets are read again, as the reference rebuilds the
+	// scope on each rotation.
+	scope, err := p.grantScope(ctx, t.Params.Scope)
+	if err != nil {
+		return nil, err
+	}
 	oldID := t.ID
-	t.ID, t.RefreshToken, t.UpdatedAt, t.Auth = randomID(p.opts.Rand, "tok-", 16), randomID(p.opts.Rand, "ref-", 32), now, cauth
+	t.ID, t.RefreshToken, t.UpdatedAt, t.Auth, t.Scope = randomID(p.opts.Rand, "tok-", 16), randomID(p.opts.Rand, "ref-", 32), now, cauth, scope
 	resp, err := p.tokenResponseAt(t, c, now)
 	if err != nil {
 		return nil, err
@@ -518,7 +544,7 @@ func (p *Provider) tokenResponseAt(t *tokenRow, c *client, now time.Time) (map[s
 		"access_token":  tok,
 		"token_type":    "DPoP",
 		"refresh_token": t.RefreshToken,
-		"scope":         t.Params.Scope,
+		"scope":         t.Scope,
 		// The reference counts from when it writes the answer, a moment
 		// after iat: a whole hour reads 3599.
 		"expires_in": int((life - time.Millisecond) / time.Second),

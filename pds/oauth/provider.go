@@ -82,6 +82,9 @@ type Options struct {
 	// loopback addresses are allowed.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// PermissionSet resolves the lexicons include: scopes name; nil
+	// resolves none (every include: is refused as unresolvable).
+	PermissionSet PermissionSetResolver
 	// Rand is where ids, codes and the nonce secret are drawn from;
 	// crypto/rand when nil.
 	Rand io.Reader
@@ -291,7 +294,7 @@ func (p *Provider) Sessions(ctx context.Context, did string) ([]Session, error) 
 	}
 	out := make([]Session, 0, len(rows))
 	for _, t := range rows {
-		out = append(out, Session{ClientID: t.ClientID, Scope: t.Params.Scope, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()})
+		out = append(out, Session{ClientID: t.ClientID, Scope: t.Scope, CreatedAt: t.CreatedAt.UTC(), UpdatedAt: t.UpdatedAt.UTC()})
 	}
 	return out, nil
 }

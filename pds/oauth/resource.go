@@ -112,7 +112,7 @@ func (p *Provider) verify(r *http.Request, token string) (*Grant, error) {
 	if !slices.Contains(cl.Audience, p.opts.Audience) {
 		return nil, invalid("Invalid audience (got: " + strings.Join(cl.Audience, ",") + ", expected one of: " + p.opts.Audience + ")")
 	}
-	scope := t.Params.Scope
+	scope := t.Scope
 	if !slices.Contains(strings.Split(scope, " "), "atproto") {
 		return nil, invalid("Invalid scope (got: " + scope + ", expected one of: atproto)")
 	}

@@ -48,6 +48,9 @@ var migrations = []string{
 		token_id      TEXT NOT NULL REFERENCES token (id) ON DELETE CASCADE ON UPDATE CASCADE
 	);
 	CREATE INDEX used_refresh_token_token ON used_refresh_token (token_id);`,
+	// The token's scope: the request's with its include: permission sets
+	// expanded, as the reference stores it ('' is the request's).
+	`ALTER TABLE token ADD COLUMN scope TEXT NOT NULL DEFAULT '';`,
 }
 
 // params are what the client asked for in its pushed authorization request.
@@ -86,10 +89,13 @@ type tokenRow struct {
 	ID, DID, ClientID string
 	Auth              clientAuth
 	Params            params
-	RefreshToken      string
-	CreatedAt         time.Time
-	UpdatedAt         time.Time
-	ExpiresAt         time.Time
+	// Scope is what the token grants: Params.Scope with its include:
+	// permission sets expanded when it was issued or last refreshed.
+	Scope        string
+	RefreshToken string
+	CreatedAt    time.Time
+	UpdatedAt    time.Time
+	ExpiresAt    time.Time
 }
 
 var errNotFound = errors.New("oauth: not found")
@@ -227,9 +233,9 @@ func (d db) exchange(ctx context.Context, code string, now time.Time, mint func(
 		if t, failed = mint(r); failed != nil {
 			return nil
 		}
-		_, err = tx.Exec(`INSERT INTO token (id, did, client_id, client_auth, params, refresh_token, code, created_at, updated_at, expires_at)
-			VALUES (?, ?, ?, ?, ?, nullif(?, ''), ?, ?, ?, ?)`,
-			t.ID, t.DID, t.ClientID, mustJSON(t.Auth), mustJSON(t.Params), t.RefreshToken, code, ms(t.CreatedAt), ms(t.UpdatedAt), ms(t.ExpiresAt))
+		_, err = tx.Exec(`INSERT INTO token (id, did, client_id, client_auth, params, refresh_token, code, created_at, updated_at, expires_at, scope)
+			VALUES (?, ?, ?, ?, ?, nullif(?, ''), ?, ?, ?, ?, ?)`,
+			t.ID, t.DID, t.ClientID, mustJSON(t.Auth), mustJSON(t.Params), t.RefreshToken, code, ms(t.CreatedAt), ms(t.UpdatedAt), ms(t.ExpiresAt), t.Scope)
 		return err
 	})
 	if err == nil && failed != nil {
@@ -241,15 +247,15 @@ func (d db) exchange(ctx context.Context, code string, now time.Time, mint func(
 var errExpiredCode = errors.New("oauth: code expired")
 
 const (
-	tokenCols  = `id, did, client_id, client_auth, params, coalesce(refresh_token, ''), created_at, updated_at, expires_at`
-	tokenColsT = `t.id, t.did, t.client_id, t.client_auth, t.params, coalesce(t.refresh_token, ''), t.created_at, t.updated_at, t.expires_at`
+	tokenCols  = `id, did, client_id, client_auth, params, coalesce(refresh_token, ''), created_at, updated_at, expires_at, scope`
+	tokenColsT = `t.id, t.did, t.client_id, t.client_auth, t.params, coalesce(t.refresh_token, ''), t.created_at, t.updated_at, t.expires_at, t.scope`
 )
 
 func scanToken(row interface{ Scan(...any) error }) (*tokenRow, error) {
 	var t tokenRow
 	var auth, par string
 	var c, u, e int64
-	err := row.Scan(&t.ID, &t.DID, &t.ClientID, &auth, &par, &t.RefreshToken, &c, &u, &e)
+	err := row.Scan(&t.ID, &t.DID, &t.ClientID, &auth, &par, &t.RefreshToken, &c, &u, &e, &t.Scope)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, errNotFound
 	}
@@ -260,7 +266,13 @@ func scanToken(row interface{ Scan(...any) error }) (*tokenRow, error) {
 	if err := json.Unmarshal([]byte(auth), &t.Auth); err != nil {
 		return nil, err
 	}
-	return &t, json.Unmarshal([]byte(par), &t.Params)
+	if err := json.Unmarshal([]byte(par), &t.Params); err != nil {
+		return nil, err
+	}
+	if t.Scope == "" {
+		t.Scope = t.Params.Scope
+	}
+	return &t, nil
 }
 
 func (d db) tokenByID(ctx context.Context, id string) (*tokenRow, error) {
@@ -290,8 +302,8 @@ func (d db) tokenByRefresh(ctx context.Context, refresh string) (t *tokenRow, cu
 // concurrent refresh won).
 func (d db) rotate(ctx context.Context, t *tokenRow, oldID, oldRefresh string) error {
 	return d.Write(ctx, func(tx *sql.Tx) error {
-		res, err := tx.Exec(`UPDATE token SET id = ?, refresh_token = ?, updated_at = ?, expires_at = ?, client_auth = ? WHERE id = ? AND refresh_token = ?`,
-			t.ID, t.RefreshToken, ms(t.UpdatedAt), ms(t.ExpiresAt), mustJSON(t.Auth), oldID, oldRefresh)
+		res, err := tx.Exec(`UPDATE token SET id = ?, refresh_token = ?, updated_at = ?, expires_at = ?, client_auth = ?, scope = ? WHERE id = ? AND refresh_token = ?`,
+			t.ID, t.RefreshToken, ms(t.UpdatedAt), ms(t.ExpiresAt), mustJSON(t.Auth), t.Scope, oldID, oldRefresh)
 		if err != nil {
 			return err
 		}
