@@ -214,8 +214,8 @@ type Clock struct {
 	t testing.TB
 }
 
-// Clock returns the PDS's clock. It runs with real time; Advance jumps it
-// ahead (tokens and email tokens expire, old firehose events fall out of the
+// Clock returns the PDS's clock. It runs with real time (a seeded PDS's,
+// WithSeed, stands at SeedEpoch); Advance jumps it ahead (tokens and email tokens expire, old firehose events fall out of the
 // replay window). The clock is shared by every test on the PDS: prefer a
 // private PDS (New) for tests that move it.
 func (p *PDS) Clock(t testing.TB) *Clock { return &Clock{p: p, t: t} }

@@ -56,34 +56,21 @@ func (s *Shifted) Offset() time.Duration {
 // so every time the server writes (revs, record keys, event times, token
 // times) is the same on every run. Safe for concurrent use.
 type Frozen struct {
-	mu     sync.Mutex
-	start  time.Time
-	offset time.Duration
+	start time.Time
+	moved Shifted // only its offset
 }
 
 // NewFrozen is a clock stopped at t.
 func NewFrozen(t time.Time) *Frozen { return &Frozen{start: t} }
 
 // Now is the start time plus every Advance.
-func (f *Frozen) Now() time.Time {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.start.Add(f.offset)
-}
+func (f *Frozen) Now() time.Time { return f.start.Add(f.moved.Offset()) }
 
 // Advance moves the clock by d.
-func (f *Frozen) Advance(d time.Duration) {
-	f.mu.Lock()
-	f.offset += d
-	f.mu.Unlock()
-}
+func (f *Frozen) Advance(d time.Duration) { f.moved.Advance(d) }
 
 // Offset is how far Advance has moved the clock from its start.
-func (f *Frozen) Offset() time.Duration {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.offset
-}
+func (f *Frozen) Offset() time.Duration { return f.moved.Offset() }
 
 // Movable is a clock a test (or the control plane) moves: Shifted, Frozen.
 type Movable interface {

@@ -202,6 +202,20 @@ func stop(t *testing.T, cmd *exec.Cmd, stderr *bytes.Buffer) {
 	}
 }
 
+// serveReady starts serve with args and reads its JSON line.
+func serveReady(t *testing.T, args ...string) (Ready, *exec.Cmd, *bytes.Buffer) {
+	t.Helper()
+	cmd, sc, stderr := startServe(t, nil, args...)
+	if !sc.Scan() {
+		t.Fatalf("no JSON line; stderr:\n%s", stderr)
+	}
+	var r Ready
+	if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
+		t.Fatalf("line %q: %v", sc.Text(), err)
+	}
+	return r, cmd, stderr
+}
+
 const socialFixture = "../../../fixtures/social/social.json"
 
 // serve --fixtures adds the accounts to the JSON line; a kept --dir
@@ -212,15 +226,7 @@ func TestServeFixtures(t *testing.T) {
 	dir := filepath.Join(t.TempDir(), "data")
 	readyLine := func() (Ready, *exec.Cmd, *bytes.Buffer) {
 		t.Helper()
-		cmd, sc, stderr := startServe(t, nil, "--dir", dir, "--fixtures", socialFixture)
-		if !sc.Scan() {
-			t.Fatalf("no JSON line; stderr:\n%s", stderr)
-		}
-		var r Ready
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
-		return r, cmd, stderr
+		return serveReady(t, "--dir", dir, "--fixtures", socialFixture)
 	}
 	first, cmd, stderr := readyLine()
 	if len(first.Accounts) != 5 {
@@ -386,14 +392,7 @@ func TestServeSeed(t *testing.T) {
 	t.Parallel()
 	ready := func(seed string) Ready {
 		t.Helper()
-		cmd, sc, stderr := startServe(t, nil, "--seed", seed, "--fixtures", socialFixture)
-		if !sc.Scan() {
-			t.Fatalf("no JSON line; stderr:\n%s", stderr)
-		}
-		var r Ready
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+		r, cmd, stderr := serveReady(t, "--seed", seed, "--fixtures", socialFixture)
 		stop(t, cmd, stderr)
 		return r
 	}
