@@ -12,6 +12,7 @@ import (
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/api/bsky"
 	"github.com/bluesky-social/indigo/atproto/atclient"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/fakepds/fakepds/fixtures"
 	"github.com/fakepds/fakepds/harness"
@@ -194,4 +195,23 @@ func ExampleAttach() {
 	_, err := comatproto.ServerGetSession(t.Context(), a.Client)
 	fmt.Println(p.Server() == nil, err != nil)
 	// Output: true true
+}
+
+// Two PDSes seeded alike make the same account for the same calls: its
+// DID, handle and first post's CID, at the seeded clock's time.
+func ExampleWithSeed() {
+	t := harness.NewStandalone(io.Discard)
+	defer t.Close()
+	run := func() (*harness.Account, harness.Ref) {
+		p := harness.New(t, harness.WithSeed(42))
+		alice := p.NewAccount(t, harness.WithHandlePrefix("alice"))
+		return alice, alice.Post(t, "hello")
+	}
+	a, postA := run()
+	b, postB := run()
+	fmt.Println(a.DID == b.DID, a.Handle == b.Handle, postA == postB)
+	fmt.Println(postA.URI.RecordKey().String() == syntax.NewTIDFromTime(harness.SeedEpoch, 0).String())
+	// Output:
+	// true true true
+	// true
 }
