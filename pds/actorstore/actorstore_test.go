@@ -1,0 +1,53 @@
+package actorstore_test
+
+import (
+	"database/sql"
+	"os"
+	"testing"
+
+	"github.com/fakepds/fakepds/pds/actorstore"
+	"github.com/fakepds/fakepds/pds/store"
+)
+
+// TestCloseKeepsEmptyWAL: closing an actor store checkpoints its WAL into
+// the file and leaves the -wal (empty) and -shm files for the next open,
+// and the next open reads what was written.
+func TestCloseKeepsEmptyWAL(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	const did = "did:plc:walkeeper"
+	open := actorstore.Opener(dir, store.Options{})
+	db, err := open(ctx, did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO account_pref (name, value_json) VALUES ('app.bsky.actor.defs#x', '{}')`)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	p := actorstore.Path(dir, did)
+	fi, err := os.Stat(p + "-wal")
+	if err != nil {
+		t.Fatalf("-wal after close: %v", err)
+	}
+	if fi.Size() != 0 {
+		t.Errorf("-wal after close is %d bytes, want 0 (checkpointed and truncated)", fi.Size())
+	}
+	if _, err := os.Stat(p + "-shm"); err != nil {
+		t.Errorf("-shm after close: %v", err)
+	}
+	db, err = open(ctx, did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var n int
+	if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM account_pref`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("after reopening: %d prefs, %v", n, err)
+	}
+}
