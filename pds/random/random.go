@@ -32,14 +32,6 @@ func Seeded(seed uint64) *Source {
 // Seeded reports whether s follows a seed (false for nil: crypto/rand).
 func (s *Source) Seeded() bool { return s != nil }
 
-// Seed is s's seed; 0 for nil.
-func (s *Source) Seed() uint64 {
-	if s == nil {
-		return 0
-	}
-	return s.seed
-}
-
 // Stream is the stream called name: crypto/rand.Reader when s is nil. The
 // same name gives the same stream, which goes on where it stopped (a
 // restarted server on the same Source draws new bytes, not the old ones
