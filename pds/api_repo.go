@@ -132,6 +132,7 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 			return err
 		}
 		var garbage blob.Garbage
+		var event *sequencer.Pending
 		err = a.Write(ctx, func(tx *sql.Tx) error {
 			if check != nil {
 				current := func(w prepared) (*cid.Cid, error) { return rw.Current(ctx, tx, w.Collection, w.RKey) }
@@ -148,28 +149,55 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 			if err != nil || commit == nil {
 				return err
 			}
-			garbage, err = trackBlobs(ctx, blob.NewRefs(tx, refStmts), did, writes)
+			if garbage, err = trackBlobs(ctx, blob.NewRefs(tx, refStmts), did, writes); err != nil {
+				return err
+			}
+			// The #commit is written before the commit and committed
+			// after it, as the reference sequences it inside its actor
+			// store transaction: an event that cannot be stored fails the
+			// write, and no consumer hears of data not yet readable.
+			event, err = s.seq.Prepare(ctx, s.clock.Now(), sequencer.Commit(commit.CommitEvent()))
 			return err
 		})
-		if err == nil {
-			// Files go only once the transaction that freed them has
-			// committed; a failure leaves files, never loses one in use.
-			if err := s.blobs().Sweep(ctx, a.DB, did, garbage); err != nil {
-				s.log.Warn("blob sweep", "did", did, "err", err)
+		if err != nil {
+			if event != nil {
+				event.Abort()
+			}
+			return err
+		}
+		if event != nil {
+			if _, err := event.Commit(); err != nil {
+				return s.resyncAfterLostEvent(ctx, a.DB, did, err)
 			}
 		}
-		return err
+		// Files go only once the transaction that freed them has
+		// committed; a failure leaves files, never loses one in use.
+		if err := s.blobs().Sweep(ctx, a.DB, did, garbage); err != nil {
+			s.log.Warn("blob sweep", "did", did, "err", err)
+		}
+		return nil
 	})
 	if err != nil {
 		return nil, repoWriteError(err)
 	}
-	if commit == nil {
-		return nil, nil
-	}
-	if _, err := s.seq.Append(ctx, s.clock.Now(), sequencer.Commit(commit.CommitEvent())); err != nil {
-		return nil, err
-	}
 	return commit, nil
+}
+
+// resyncAfterLostEvent is for a commit stored whose #commit failed to
+// commit after it (the rare failure left once Prepare succeeded): it
+// sequences the #sync crash recovery would send at the next start, at
+// once, so consumers' chains hold. The write stands when that works; when
+// it fails too, the error is the write's and the next start sends it.
+func (s *Server) resyncAfterLostEvent(ctx context.Context, db *store.DB, did string, lost error) error {
+	s.log.Warn("firehose: a commit's event was lost; sequencing a #sync", "did", did, "err", lost)
+	evt, err := repo.SyncEvent(ctx, db.Reader(), syntax.DID(did))
+	if err == nil {
+		_, err = s.seq.Append(ctx, s.clock.Now(), sequencer.Sync(evt))
+	}
+	if err != nil {
+		return errors.Join(lost, err)
+	}
+	return nil
 }
 
 // repoWriteError maps the repo engine's errors to the reference's answers.

@@ -21,9 +21,9 @@ import (
 
 // The firehose after a crash.
 //
-// A repo write commits to the account's actor store, then appends its
-// #commit to the sequencer: two databases, two transactions. A process
-// killed between them leaves a commit no consumer heard of, and the repo's
+// A repo write commits to the account's actor store, then commits its
+// #commit (written before, see applyPrepared) to the sequencer: two
+// databases, two transactions. A process killed between them leaves a commit no consumer heard of, and the repo's
 // next #commit names in since a rev nobody saw, so every consumer's chain
 // check fails for that repo. The protocol's repair (Sync 1.1) is a #sync
 // carrying the current commit, which a consumer takes as the repo's new

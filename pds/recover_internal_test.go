@@ -159,14 +159,18 @@ func login(t *testing.T, s *Server, handle, pw string) *atclient.APIClient {
 // post creates a post through the API and returns its commit's rev.
 func post(t *testing.T, c *atclient.APIClient, did, text string) string {
 	t.Helper()
-	out, err := comatproto.RepoCreateRecord(t.Context(), c, &comatproto.RepoCreateRecord_Input{
-		Repo: did, Collection: "app.bsky.feed.post",
-		Record: &lexutil.LexiconTypeDecoder{Val: &bsky.FeedPost{Text: text, CreatedAt: time.Now().UTC().Format(time.RFC3339)}},
-	})
+	out, err := comatproto.RepoCreateRecord(t.Context(), c, postInput(did, text))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return out.Commit.Rev
+}
+
+func postInput(did, text string) *comatproto.RepoCreateRecord_Input {
+	return &comatproto.RepoCreateRecord_Input{
+		Repo: did, Collection: "app.bsky.feed.post",
+		Record: &lexutil.LexiconTypeDecoder{Val: &bsky.FeedPost{Text: text, CreatedAt: time.Now().UTC().Format(time.RFC3339)}},
+	}
 }
 
 // commitUnsequenced commits a post to did's repo without sequencing it, as

@@ -249,6 +249,79 @@ func (s *Sequencer) encode(events []Event, last int64, now time.Time) ([]Stored,
 	return out, nil
 }
 
+// Pending is events written but not committed: what a repo write holds
+// while its own transaction commits, so that an event that cannot be
+// stored fails the write instead of leaving the repo ahead of the log (the
+// reference sequences a commit inside its actor store transaction), while
+// no event is visible before the data it names. Until Commit or Abort, no
+// other commit runs (Appends queue, and go together after it).
+type Pending struct {
+	s   *Sequencer
+	end func(commit bool) error
+	out []Stored
+}
+
+// Prepare writes events as Append does, without committing them; the
+// caller ends it with Commit or Abort, once. A Prepare that fails leaves
+// nothing behind and does not count as a failed Append (see Failed): the
+// caller fails what the events describe.
+func (s *Sequencer) Prepare(ctx context.Context, now time.Time, events ...Event) (*Pending, error) {
+	ctx = context.WithoutCancel(ctx)
+	now = now.UTC().Truncate(time.Millisecond)
+	s.mu.Lock()
+	if now.Before(s.lastTime) {
+		now = s.lastTime
+	}
+	out, err := s.encode(events, s.last, now)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	tx, end, err := s.db.Begin(ctx)
+	if err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	insert := tx.StmtContext(ctx, s.insertStmt)
+	for _, st := range out {
+		if _, err := insert.ExecContext(ctx, st.Seq, st.DID, st.Type, st.Frame, st.Time.Format(timeFormat)); err != nil {
+			_ = end(false)
+			s.mu.Unlock()
+			return nil, err
+		}
+	}
+	return &Pending{s: s, end: end, out: out}, nil
+}
+
+// Commit commits the events, hands them to the tail and wakes the
+// subscribers. Its failure is an Append's: what the events describe is
+// stored, they are not (see Failed).
+func (p *Pending) Commit() ([]Stored, error) {
+	s := p.s
+	defer s.mu.Unlock()
+	if err := p.end(true); err != nil {
+		// A failed commit may still have taken effect: read the last seq
+		// again rather than trust the count.
+		if last, rerr := s.readLast(context.Background()); rerr == nil {
+			s.last = last
+		}
+		s.failed = true
+		return nil, err
+	}
+	if n := len(p.out); n > 0 {
+		s.last, s.lastTime = p.out[n-1].Seq, p.out[n-1].Time
+	}
+	s.tail.add(p.out)
+	s.wake()
+	return p.out, nil
+}
+
+// Abort rolls the events back: nothing was sequenced.
+func (p *Pending) Abort() {
+	_ = p.end(false)
+	p.s.mu.Unlock()
+}
+
 // DeleteAccountEvents removes every event of did, as the reference does
 // when an account is deleted (before it sequences the #account deleted).
 func (s *Sequencer) DeleteAccountEvents(ctx context.Context, did string) error {

@@ -33,8 +33,8 @@ type Sequencer struct {
 	queue   []*appendCall
 	leading bool
 
-	// mu serializes Append's commits (the single writer connection does
-	// too) and guards what they keep between calls: the last seq given
+	// mu serializes Append's commits and Pendings (the single writer
+	// connection does too) and guards what they keep between calls: the last seq given
 	// out, read once at Open instead of once a write, the newest time
 	// stamped, and the encoding buffer.
 	mu       sync.Mutex

@@ -404,6 +404,33 @@ func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
+// Begin starts a write transaction as Write does, for a caller that must
+// end it after work elsewhere (the sequencer commits a repo write's event
+// only once the repo's own transaction has committed). The writer stays
+// held until end is called, exactly once: end(true) commits, end(false)
+// rolls back.
+func (db *DB) Begin(ctx context.Context) (tx *sql.Tx, end func(commit bool) error, err error) {
+	ctx, err = detach(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := db.ready(ctx); err != nil {
+		return nil, nil, err
+	}
+	db.wmu.Lock()
+	if tx, err = db.w.BeginTx(ctx, nil); err != nil {
+		db.wmu.Unlock()
+		return nil, nil, err
+	}
+	return tx, func(commit bool) error {
+		defer db.wmu.Unlock()
+		if commit {
+			return tx.Commit()
+		}
+		return tx.Rollback()
+	}, nil
+}
+
 // Read runs fn in a read transaction on a reader connection, so everything
 // fn reads comes from one snapshot.
 func (db *DB) Read(ctx context.Context, fn func(tx *sql.Tx) error) error {
