@@ -165,6 +165,10 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 		return fail(err)
 	}
 	undo = append(undo, func() { s.accounts.Delete(context.WithoutCancel(ctx), did.String()) })
+	// The account's first write would read the key back and parse it
+	// again (two public key derivations).
+	s.keys.m.Store(did.String(), key)
+	undo = append(undo, func() { s.forgetKey(did.String()) })
 	sess, err := s.newSession(ctx, did.String(), nil, false)
 	if err != nil {
 		return fail(err)
