@@ -303,7 +303,11 @@ func (p *PDS) close() error {
 	srv, stop := p.srv, p.stop
 	p.mu.Unlock()
 	var err error
-	if srv != nil {
+	switch {
+	case srv != nil && p.tempDir != "":
+		// The data dir goes with the server: no marker for a next start.
+		err = srv.Remove()
+	case srv != nil:
 		err = srv.Close()
 	}
 	if stop != nil {

@@ -91,7 +91,7 @@ func (s *Server) takeCleanMarker() (bool, error) {
 // closeStoresMarked closes the stores and, when idle says no request can
 // still be writing, leaves the marker for the next start.
 func (s *Server) closeStoresMarked(idle bool) error {
-	if err := s.closeStores(); err != nil || !idle || s.tempDir || s.seq.Failed() {
+	if err := s.closeStores(); err != nil || !idle || s.tempDir || s.discard.Load() || s.seq.Failed() {
 		return err
 	}
 	// Read after the close: nothing can append any more.

@@ -248,3 +248,16 @@ func checkLog(t *testing.T, s *Server) []logged {
 	}
 	return out
 }
+
+// A server whose data dir is about to go (Remove) writes no marker.
+func TestDiscardedDataDirGetsNoMarker(t *testing.T) {
+	dir := t.TempDir()
+	s := startAt(t, dir)
+	s.discard.Store(true)
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, cleanMarker)); !os.IsNotExist(err) {
+		t.Fatalf("marker written for a discarded data dir: %v", err)
+	}
+}

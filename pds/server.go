@@ -21,6 +21,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/lexicon"
@@ -164,7 +165,8 @@ type Server struct {
 	cfg     Config
 	log     *slog.Logger
 	dataDir string
-	tempDir bool // remove dataDir on Close
+	tempDir bool        // remove dataDir on Close
+	discard atomic.Bool // Remove: dataDir goes after Close, so no marker
 
 	accounts *account.Manager
 	seq      *sequencer.Sequencer
@@ -588,6 +590,14 @@ func (s *Server) Close() error {
 		s.closeErr = errors.Join(errs...)
 	})
 	return s.closeErr
+}
+
+// Remove is Close, and then removes the data dir: for a data dir made for
+// this server alone, that no later start reads (a harness.New's). It writes
+// no clean-shutdown marker there, which Close does for a kept data dir.
+func (s *Server) Remove() error {
+	s.discard.Store(true)
+	return errors.Join(s.Close(), os.RemoveAll(s.dataDir))
 }
 
 // actorDir holds the actor stores.

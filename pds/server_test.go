@@ -197,3 +197,22 @@ func BenchmarkNewStartClose(b *testing.B) {
 		}
 	}
 }
+
+// Remove closes the server and deletes its data dir, a given one too; a
+// start makes no tmp/ (the first importRepo does).
+func TestRemoveDeletesDataDir(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "data")
+	s := start(t, pds.Config{DataDir: dir})
+	if _, err := os.Stat(filepath.Join(dir, "tmp")); !os.IsNotExist(err) {
+		t.Errorf("a start made tmp/: %v", err)
+	}
+	if err := s.Remove(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Fatalf("data dir still there after Remove: %v", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close after Remove: %v", err)
+	}
+}

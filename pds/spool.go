@@ -19,15 +19,14 @@ import (
 // an import slot that other requests wait for. Blobs are staged by package
 // blob in their account's directory; importRepo's CAR goes to tmp/.
 
-// tmpDir is where request bodies are spooled; New empties it, since a
-// file left there belongs to a request of a process that is gone.
+// tmpDir is where request bodies are spooled; New removes it, since a
+// file left there belongs to a request of a process that is gone, and the
+// first spool makes it again (a start makes no directory most runs never
+// use).
 func (s *Server) tmpDir() string { return filepath.Join(s.dataDir, "tmp") }
 
 func (s *Server) resetTmpDir() error {
 	if err := os.RemoveAll(s.tmpDir()); err != nil {
-		return fmt.Errorf("tmp dir: %w", err)
-	}
-	if err := os.MkdirAll(s.tmpDir(), 0o700); err != nil {
 		return fmt.Errorf("tmp dir: %w", err)
 	}
 	return nil
@@ -39,6 +38,9 @@ func (s *Server) spoolImport(r *http.Request) (*repo.CAR, error) {
 	body, err := xrpc.DecodedBody(r)
 	if err != nil {
 		return nil, err
+	}
+	if err := os.MkdirAll(s.tmpDir(), 0o700); err != nil {
+		return nil, fmt.Errorf("tmp dir: %w", err)
 	}
 	car, err := repo.SpoolCAR(body, s.tmpDir(), maxImportSize)
 	switch {
