@@ -41,13 +41,14 @@ import (
 const cleanMarker = "clean-shutdown"
 
 // recoverFirehose sends a #sync for every repo the log is behind on,
-// unless the last run ended cleanly.
+// unless the last run ended cleanly or there was no account database
+// before this start (a new data dir: no account to check).
 func (s *Server) recoverFirehose(ctx context.Context) error {
 	clean, err := s.takeCleanMarker()
 	if err != nil {
 		return err
 	}
-	if clean {
+	if clean || s.newData {
 		return nil
 	}
 	start := time.Now()

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 
 	"log/slog"
 	"net"
@@ -167,6 +168,7 @@ type Server struct {
 	dataDir string
 	tempDir bool        // remove dataDir on Close
 	discard atomic.Bool // Remove: dataDir goes after Close, so no marker
+	newData bool        // no account database was there before New
 
 	accounts *account.Manager
 	seq      *sequencer.Sequencer
@@ -264,6 +266,9 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	opts := store.Options{Fsync: s.cfg.Fsync, Logger: s.log}
+	if _, err := os.Lstat(filepath.Join(s.dataDir, account.File)); errors.Is(err, fs.ErrNotExist) {
+		s.newData = true
+	}
 	// Opening a database is mostly file-creation syscalls: open them side
 	// by side.
 	var wg sync.WaitGroup
