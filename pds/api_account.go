@@ -46,58 +46,68 @@ type createAccountOutput struct {
 }
 
 func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller, in *createAccountInput) error {
-	ctx := r.Context()
 	var requester string // a migration's service token names the account's DID
 	if c != nil {
 		requester = c.DID
 	}
-	// The checks, in the reference's order.
-	if len(in.PlcOp) > 0 && string(in.PlcOp) != "null" {
-		return xrpc.InvalidRequest("", `Unsupported input: "plcOp"`)
-	}
-	if len(in.Password) > auth.NewPasswordMaxLength {
-		return xrpc.InvalidRequest("", "Password too long. Maximum length is %d characters.", auth.NewPasswordMaxLength)
-	}
-	if s.cfg.InviteRequired && in.InviteCode == "" {
-		return xrpc.InvalidRequest("InvalidInviteCode", "No invite code provided")
-	}
-	if in.Email == "" {
-		return xrpc.InvalidRequest("", "Email is required")
-	}
-	if !validEmail(in.Email) {
-		return xrpc.InvalidRequest("", "This email address is not supported, please use a different email.")
-	}
-	handle, err := s.normalizeHandle(in.Handle, in.DID == "")
+	out, err := s.makeAccount(r.Context(), requester, in)
 	if err != nil {
 		return err
 	}
+	xrpc.WriteJSON(w, http.StatusOK, out)
+	return nil
+}
+
+// makeAccount is createAccount's work, shared with the OAuth authorize
+// page's sign-up.
+func (s *Server) makeAccount(ctx context.Context, requester string, in *createAccountInput) (createAccountOutput, error) {
+	// The checks, in the reference's order.
+	if len(in.PlcOp) > 0 && string(in.PlcOp) != "null" {
+		return createAccountOutput{}, xrpc.InvalidRequest("", `Unsupported input: "plcOp"`)
+	}
+	if len(in.Password) > auth.NewPasswordMaxLength {
+		return createAccountOutput{}, xrpc.InvalidRequest("", "Password too long. Maximum length is %d characters.", auth.NewPasswordMaxLength)
+	}
+	if s.cfg.InviteRequired && in.InviteCode == "" {
+		return createAccountOutput{}, xrpc.InvalidRequest("InvalidInviteCode", "No invite code provided")
+	}
+	if in.Email == "" {
+		return createAccountOutput{}, xrpc.InvalidRequest("", "Email is required")
+	}
+	if !validEmail(in.Email) {
+		return createAccountOutput{}, xrpc.InvalidRequest("", "This email address is not supported, please use a different email.")
+	}
+	handle, err := s.normalizeHandle(in.Handle, in.DID == "")
+	if err != nil {
+		return createAccountOutput{}, err
+	}
 	if !s.isServiceHandle(handle.String()) {
 		// A custom domain with a DID: fakepds cannot resolve it (no DNS).
-		return xrpc.InvalidRequest("", "External handle did not resolve to DID")
+		return createAccountOutput{}, xrpc.InvalidRequest("", "External handle did not resolve to DID")
 	}
 	if s.cfg.InviteRequired {
 		if err := s.accounts.InviteAvailable(ctx, in.InviteCode); err != nil {
-			return inviteError(err)
+			return createAccountOutput{}, inviteError(err)
 		}
 	}
 	if acc, err := s.accounts.ByHandle(ctx, handle.String()); err == nil && acc.Active() {
-		return xrpc.InvalidRequest("", "Handle already taken: %s", handle)
+		return createAccountOutput{}, xrpc.InvalidRequest("", "Handle already taken: %s", handle)
 	} else if err != nil && !errors.Is(err, account.ErrNotFound) {
-		return err
+		return createAccountOutput{}, err
 	}
 	if acc, err := s.accounts.ByEmail(ctx, in.Email); err == nil && acc.Active() {
-		return xrpc.InvalidRequest("", "Email already taken: %s", in.Email)
+		return createAccountOutput{}, xrpc.InvalidRequest("", "Email already taken: %s", in.Email)
 	} else if err != nil && !errors.Is(err, account.ErrNotFound) {
-		return err
+		return createAccountOutput{}, err
 	}
 
 	key, err := k256.Generate(s.rand("signing-keys"))
 	if err != nil {
-		return err
+		return createAccountOutput{}, err
 	}
 	pub, err := key.PublicKey()
 	if err != nil {
-		return err
+		return createAccountOutput{}, err
 	}
 	var did syntax.DID
 	var genesis *didplc.RegularOp
@@ -106,7 +116,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 		// Bringing a DID (migration): only its owner may, and the account
 		// starts deactivated until the migration completes.
 		if requester != in.DID {
-			return xrpc.AuthRequired("", "Missing auth to create account with did: %s", in.DID)
+			return createAccountOutput{}, xrpc.AuthRequired("", "Missing auth to create account with did: %s", in.DID)
 		}
 		did, deactivated = syntax.DID(in.DID), true
 	} else {
@@ -121,14 +131,14 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 		rotation = append(rotation, srvPub.DIDKey())
 		d, op, err := plc.CreateGenesis(s.plcKey, plc.Fields{RotationKeys: rotation, SigningKey: pub.DIDKey(), Handle: handle, PDS: s.publicURL()})
 		if err != nil {
-			return xrpc.InvalidRequest("", "Unable to create PLC operation: %v", err)
+			return createAccountOutput{}, xrpc.InvalidRequest("", "Unable to create PLC operation: %v", err)
 		}
 		did, genesis = d, op
 	}
 
 	commit, err := s.createRepo(ctx, did, key)
 	if err != nil {
-		return err
+		return createAccountOutput{}, err
 	}
 	undo := []func(){func() { s.destroyActorStore(did.String()) }}
 	fail := func(err error) error {
@@ -139,7 +149,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 	}
 	if genesis != nil {
 		if err := s.plc.Submit(ctx, did, genesis); err != nil {
-			return fail(plcError(err))
+			return createAccountOutput{}, fail(plcError(err))
 		}
 		undo = append(undo, func() { s.tombstone(context.WithoutCancel(ctx), did) })
 	}
@@ -148,7 +158,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 	var hash string
 	if in.Password != "" {
 		if hash, err = s.hasher.Hash(in.Password); err != nil {
-			return fail(err)
+			return createAccountOutput{}, fail(err)
 		}
 	}
 	now := s.clock.Now()
@@ -157,12 +167,12 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 		SigningKey: key.Bytes(), InviteCode: in.InviteCode, Deactivated: deactivated, Now: now,
 	})
 	if errors.Is(err, account.ErrInviteUnavailable) {
-		return fail(inviteError(err))
+		return createAccountOutput{}, fail(inviteError(err))
 	}
 	if err != nil {
 		// A handle or email held by a taken-down or deactivated account
 		// fails here, after the checks above: a 500, as in the reference.
-		return fail(err)
+		return createAccountOutput{}, fail(err)
 	}
 	undo = append(undo, func() { s.accounts.Delete(context.WithoutCancel(ctx), did.String()) })
 	// The account's first write would read the key back and parse it
@@ -171,7 +181,7 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 	undo = append(undo, func() { s.forgetKey(did.String()) })
 	sess, err := s.newSession(ctx, did.String(), nil, false)
 	if err != nil {
-		return fail(err)
+		return createAccountOutput{}, fail(err)
 	}
 	if !deactivated {
 		if _, err := s.seq.Append(ctx, now,
@@ -180,13 +190,12 @@ func (s *Server) createAccount(w http.ResponseWriter, r *http.Request, c *caller
 			sequencer.Commit(commit.CommitEvent()),
 			sequencer.Sync(commit.SyncEvent()),
 		); err != nil {
-			return fail(err)
+			return createAccountOutput{}, fail(err)
 		}
 	}
-	xrpc.WriteJSON(w, http.StatusOK, createAccountOutput{
+	return createAccountOutput{
 		Handle: handle.String(), DID: did.String(), DIDDoc: didDoc, AccessJwt: sess.access, RefreshJwt: sess.refresh,
-	})
-	return nil
+	}, nil
 }
 
 func inviteError(err error) error {

@@ -42,11 +42,25 @@ func (a oauthAccounts) Account(ctx context.Context, id string) (oauth.Account, e
 	return oauth.Account{DID: acc.DID, Handle: acc.Handle}, nil
 }
 
+// CreateAccount is the authorize page's sign-up: the createAccount
+// method itself, so its checks and messages are the same.
+func (a oauthAccounts) CreateAccount(ctx context.Context, handle, email, password, invite string) (oauth.Account, error) {
+	out, err := a.s.makeAccount(ctx, "", &createAccountInput{Handle: handle, Email: email, Password: password, InviteCode: invite})
+	if err != nil {
+		var xe *xrpc.Error
+		if errors.As(err, &xe) && xe.Status < 500 {
+			return oauth.Account{}, &oauth.Error{Status: xe.Status, Code: "invalid_request", Description: xe.Message}
+		}
+		return oauth.Account{}, err
+	}
+	return oauth.Account{DID: out.DID, Handle: out.Handle}, nil
+}
+
 func (s *Server) openOAuth(ctx context.Context, st *oauth.Store, secret []byte) error {
 	p, err := oauth.New(ctx, oauth.Options{
 		Store: st, Issuer: s.publicURL, Audience: s.ServiceDID(), Secret: secret,
 		Clock: s.clock, Accounts: oauthAccounts{s}, Logger: s.log, Rand: s.rand("oauth"),
-		PermissionSet: s.permissionSet,
+		PermissionSet: s.permissionSet, InviteRequired: s.cfg.InviteRequired,
 	})
 	if err != nil {
 		return errors.Join(err, st.Close())

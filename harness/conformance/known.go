@@ -74,18 +74,6 @@ var Known = []Difference{
 		Summary: "DID documents come from the PLC directory in use: fakepds's is shaped as production plc.directory serves them (Multikey, absolute key id, three @context entries); dev-env's TestPlc serves the older EcdsaSecp256k1VerificationKey2019 shape with a relative id \"#atproto\"",
 	},
 	{
-		ID:        "oauth-metadata-request-objects",
-		Scenarios: []string{"oauth"},
-		At: []string{
-			"authorization server metadata > body.request_object_signing_alg_values_supported",
-			"authorization server metadata > body.request_parameter_supported",
-			"authorization server metadata > body.prompt_values_supported",
-		},
-		Backends: []string{"inprocess"},
-		Verdict:  "deliberate", Reference: ReferenceVersion,
-		Summary: "the OAuth server metadata lists what fakepds implements: no request objects (request_parameter_supported false, no request object algorithms), no prompt=create (no account creation on the authorize page)",
-	},
-	{
 		ID:        "unknown-method",
 		Scenarios: []string{"xrpc"},
 		At:        []string{"unknown method", "unknown method with auth"},

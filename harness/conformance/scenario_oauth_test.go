@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/auth/oauth"
@@ -145,6 +146,21 @@ func oauthFlow(r *run) {
 	c.form("par invalid client id", par, params(func(v url.Values) { v.Set("client_id", "http://localhost:8080") }), "")
 	c.pushed("par", par, params(nil), "")
 	c.pushed("par without DPoP", par, params(nil), "none")
+	c.pushed("par prompt=create", par, params(func(v url.Values) { v.Set("prompt", "create") }), "")
+	c.pushed("par prompt=login", par, params(func(v url.Values) { v.Set("prompt", "login") }), "")
+	c.form("par prompt=bogus", par, params(func(v url.Values) { v.Set("prompt", "bogus") }), "")
+
+	// Request objects (JAR) from a development client, which has no keys
+	// and declares no request_object_signing_alg.
+	jar := func(alg string, claims map[string]any) url.Values {
+		return url.Values{"request": {requestObject(r, alg, claims)}}
+	}
+	claims := map[string]any{"iss": c.id, "aud": issuer, "jti": "jar-1", "iat": time.Now().Unix(), "client_id": c.id,
+		"response_type": "code", "redirect_uri": redirect, "scope": "atproto transition:generic", "state": "s1",
+		"code_challenge": oauth.S256CodeChallenge("a-verifier-of-at-least-forty-three-characters-0123456789"), "code_challenge_method": "S256"}
+	c.form("par request object unsigned", par, jar("none", claims), "")
+	c.form("par request object signed", par, jar("ES256", claims), "")
+	c.form("par request object not a JWT", par, url.Values{"request": {"not-a-jwt"}}, "")
 
 	c.form("token unknown code", token, url.Values{"grant_type": {"authorization_code"}, "code": {"cod-" + strings.Repeat("0", 64)}, "redirect_uri": {redirect},
 		"code_verifier": {"a-verifier-of-at-least-forty-three-characters-0123456789"}}, "")
@@ -306,6 +322,31 @@ func redirectFacts(u *url.URL, redirect string) map[string]any {
 		facts["code"] = strings.HasPrefix(code, "cod-") && len(code) == 68
 	}
 	return facts
+}
+
+// requestObject is a request object (RFC 9101) with claims: unsigned for
+// alg "none", else signed by a fresh key the server does not know.
+func requestObject(r *run, alg string, claims map[string]any) string {
+	enc := func(v any) string {
+		b, err := json.Marshal(v)
+		if err != nil {
+			r.t.Fatal(err)
+		}
+		return base64.RawURLEncoding.EncodeToString(b)
+	}
+	head := enc(map[string]any{"alg": alg, "typ": "JWT"}) + "." + enc(claims)
+	if alg == "none" {
+		return head + "."
+	}
+	key, err := atcrypto.GeneratePrivateKeyP256()
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	sig, err := key.HashAndSign([]byte(head))
+	if err != nil {
+		r.t.Fatal(err)
+	}
+	return head + "." + base64.RawURLEncoding.EncodeToString(sig)
 }
 
 type tokenPair struct{ access, refresh string }

@@ -31,6 +31,7 @@ type clientMetadata struct {
 	Scope                       string          `json:"scope,omitempty"`
 	TokenEndpointAuthMethod     string          `json:"token_endpoint_auth_method,omitempty"`
 	TokenEndpointAuthSigningAlg string          `json:"token_endpoint_auth_signing_alg,omitempty"`
+	RequestObjectSigningAlg     string          `json:"request_object_signing_alg,omitempty"`
 	DPoPBoundAccessTokens       *bool           `json:"dpop_bound_access_tokens,omitempty"`
 	JWKS                        json.RawMessage `json:"jwks,omitempty"`
 	JWKSURI                     string          `json:"jwks_uri,omitempty"`

@@ -54,11 +54,20 @@ func (p *Provider) proofAndClient(r *http.Request) (*proof, *client, clientAuth,
 // par is RFC 9126's pushed authorization request.
 func (p *Provider) par(w http.ResponseWriter, r *http.Request) error {
 	ctx := r.Context()
+	if err := parFormError(r.PostForm); err != nil {
+		return err
+	}
 	pr, c, cauth, err := p.proofAndClient(r)
 	if err != nil {
 		return err
 	}
 	f := r.PostForm
+	if f.Has("request") {
+		// The parameters are the request object's, not the form's.
+		if f, err = p.requestObject(c, f.Get("request")); err != nil {
+			return err
+		}
+	}
 	for _, k := range []string{"request", "request_uri", "authorization_details"} {
 		if f.Has(k) {
 			return errInvalidRequest(`Unsupported "%s" parameter`, k)

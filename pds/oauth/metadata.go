@@ -1,6 +1,9 @@
 package oauth
 
-import "net/http"
+import (
+	"net/http"
+	"slices"
+)
 
 // protectedResource is RFC 9728's document for the PDS, with the
 // reference PDS's values: the PDS is its own authorization server.
@@ -21,15 +24,14 @@ func (p *Provider) protectedResource(w http.ResponseWriter, r *http.Request) {
 }
 
 // serverMetadata is RFC 8414's document, field for field (and in the
-// order of) the reference's buildMetadata, except that request objects are
-// not supported and prompt=create (account creation) is not offered.
+// order of) the reference's buildMetadata.
 func (p *Provider) serverMetadata(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Access-Control-Allow-Origin", "*")
 	iss := p.issuer()
 	algs := algNames()
 	writeJSON(w, http.StatusOK, serverMetadata{
-		Issuer:                       iss,
-		RequestURIParameterSupported: true, RequireRequestURIRegistration: true,
+		Issuer:                    iss,
+		RequestParameterSupported: true, RequestURIParameterSupported: true, RequireRequestURIRegistration: true,
 		ScopesSupported:             []string{"atproto", "transition:email", "transition:generic", "transition:chat.bsky"},
 		SubjectTypesSupported:       []string{"public"},
 		ResponseTypesSupported:      []string{"code"},
@@ -38,7 +40,7 @@ func (p *Provider) serverMetadata(w http.ResponseWriter, r *http.Request) {
 		CodeChallengeMethods:        []string{"S256"},
 		UILocalesSupported:          []string{"en-US"},
 		DisplayValuesSupported:      []string{"page", "popup", "touch"},
-		RequestObjectSigningAlgs:    []string{},
+		RequestObjectSigningAlgs:    append(slices.Clone(algs), "none"),
 		ISSParameterSupported:       true,
 		RequestObjectEncryptionAlgs: []string{},
 		RequestObjectEncryptionEncs: []string{},
@@ -53,7 +55,7 @@ func (p *Provider) serverMetadata(w http.ResponseWriter, r *http.Request) {
 		DPoPAlgs:                    algs,
 		ProtectedResources:          []string{iss},
 		ClientIDMetadataDocument:    true,
-		PromptValuesSupported:       []string{"none", "login", "consent", "select_account"},
+		PromptValuesSupported:       []string{"none", "login", "consent", "select_account", "create"},
 	})
 }
 

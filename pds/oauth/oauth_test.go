@@ -3,11 +3,14 @@ package oauth
 import (
 	"context"
 	"crypto/rand"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -37,6 +40,17 @@ func (f fakeAccounts) Account(_ context.Context, id string) (Account, error) {
 		}
 	}
 	return Account{}, errNotFound
+}
+
+// CreateAccount makes the account in the map; a taken handle is refused as
+// createAccount refuses it.
+func (f fakeAccounts) CreateAccount(_ context.Context, handle, email, password, _ string) (Account, error) {
+	if _, ok := f[handle]; ok {
+		return Account{}, errInvalidRequest("Handle already taken: %s", handle)
+	}
+	a := Account{DID: "did:plc:" + strings.ReplaceAll(handle, ".", ""), Handle: handle}
+	f[handle] = a
+	return a, nil
 }
 
 type testServer struct {
@@ -541,5 +555,140 @@ func TestRequestExpiry(t *testing.T) {
 	}
 	if _, err := ts.p.Approve(t.Context(), u, "alice.test", false); err != nil {
 		t.Fatalf("approve 12 minutes after PAR, 4 after the last step: %v", err)
+	}
+}
+
+// TestRequestObject: a confidential client's pushed request may carry its
+// parameters in a request object signed with its key, as the reference
+// accepts them; one signed by another key, stale, without a jti or
+// replayed is refused with the reference's messages.
+func TestRequestObject(t *testing.T) {
+	ts := newTestServer(t)
+	key, _ := atcrypto.GeneratePrivateKeyP256()
+	var cfg indigo.ClientConfig
+	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		m := cfg.ClientMetadata()
+		jwks := cfg.PublicJWKS()
+		m.JWKS = &jwks
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(m)
+	}))
+	t.Cleanup(meta.Close)
+	redirect := "http://127.0.0.1:9999/cb"
+	cfg = indigo.NewPublicConfig(meta.URL+"/client.json", redirect, []string{"atproto"})
+	if err := cfg.SetClientSecret(key, "k1"); err != nil {
+		t.Fatal(err)
+	}
+	c := ts.client(cfg.ClientID)
+	c.form.Set("client_assertion_type", assertionType)
+	jar := func(signer *atcrypto.PrivateKeyP256, claims map[string]any) url.Values {
+		assertion, _ := cfg.NewClientAssertion(ts.url)
+		c.form.Set("client_assertion", assertion)
+		enc := func(v any) string { b, _ := json.Marshal(v); return base64.RawURLEncoding.EncodeToString(b) }
+		input := enc(map[string]any{"alg": "ES256", "kid": "k1", "typ": "JWT"}) + "." + enc(claims)
+		sig, err := signer.HashAndSign([]byte(input))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return url.Values{"request": {input + "." + base64.RawURLEncoding.EncodeToString(sig)}}
+	}
+	f := parForm(redirect, "atproto")
+	claims := func(edit func(map[string]any)) map[string]any {
+		m := map[string]any{"iss": cfg.ClientID, "aud": ts.url, "jti": rand.Text(), "iat": time.Now().Unix(), "client_id": cfg.ClientID}
+		for k := range f {
+			m[k] = f.Get(k)
+		}
+		if edit != nil {
+			edit(m)
+		}
+		return m
+	}
+	other, _ := atcrypto.GeneratePrivateKeyP256()
+	for _, tc := range []struct {
+		name   string
+		signer *atcrypto.PrivateKeyP256
+		edit   func(map[string]any)
+		desc   string
+	}{
+		{"another key", other, nil, `Invalid "request" object: signature verification failed`},
+		{"another audience", key, func(m map[string]any) { m["aud"] = "https://elsewhere.example" }, `Invalid "request" object: unexpected "aud" claim value`},
+		{"no iat", key, func(m map[string]any) { delete(m, "iat") }, `Invalid "request" object: "iat" claim missing`},
+		{"stale", key, func(m map[string]any) { m["iat"] = time.Now().Add(-10 * time.Minute).Unix() }, `Invalid "request" object: "iat" claim timestamp check failed (too far in the past)`},
+		{"no jti", key, func(m map[string]any) { delete(m, "jti") }, `Request object payload must contain a "jti" claim`},
+		{"no PKCE", key, func(m map[string]any) { delete(m, "code_challenge"); delete(m, "code_challenge_method") }, "Use of PKCE is required"},
+	} {
+		if a := c.post("/oauth/par", jar(tc.signer, claims(tc.edit))); a.err() != "invalid_request" || a.desc() != tc.desc {
+			t.Errorf("%s: %d %v, want %q", tc.name, a.status, a.body, tc.desc)
+		}
+	}
+	good := claims(nil)
+	a := c.post("/oauth/par", jar(key, good))
+	if a.status != 201 {
+		t.Fatalf("PAR with a request object: %d %v", a.status, a.body)
+	}
+	if a := c.post("/oauth/par", jar(key, good)); a.desc() != "Request object was replayed" {
+		t.Fatalf("replayed request object: %v", a.body)
+	}
+	// The request is the object's: its state comes back on the redirect.
+	u := ts.url + "/oauth/authorize?" + url.Values{"client_id": {cfg.ClientID}, "request_uri": {a.body["request_uri"].(string)}}.Encode()
+	dest, err := ts.p.Approve(t.Context(), u, "alice.test", false)
+	if err != nil || !strings.Contains(dest, "state=st") {
+		t.Fatalf("approve: %s %v", dest, err)
+	}
+}
+
+// TestSignUp: a prompt=create request opens the sign-up form; the new
+// account is signed in to the request and consents.
+func TestSignUp(t *testing.T) {
+	ts := newTestServer(t)
+	redirect := "http://127.0.0.1:9999/cb"
+	c := ts.client(loopbackID(redirect, "atproto"))
+	f := parForm(redirect, "atproto")
+	f.Set("prompt", "create")
+	a := c.post("/oauth/par", f)
+	if a.status != 201 {
+		t.Fatalf("PAR prompt=create: %v", a.body)
+	}
+	requestURI := a.body["request_uri"].(string)
+	page := func(method, path string, form url.Values) (int, string, *http.Response) {
+		t.Helper()
+		var resp *http.Response
+		var err error
+		noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+		if method == http.MethodGet {
+			resp, err = noRedirect.Get(ts.url + path)
+		} else {
+			resp, err = noRedirect.PostForm(ts.url+path, form)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b), resp
+	}
+	status, body, _ := page(http.MethodGet, "/oauth/authorize?"+url.Values{"client_id": c.form["client_id"], "request_uri": {requestURI}}.Encode(), nil)
+	if status != 200 || !strings.Contains(body, `id="sign-up"`) {
+		t.Fatalf("authorize page for prompt=create: %d %s", status, body)
+	}
+	csrf := regexp.MustCompile(`name="csrf" value="([^"]+)"`).FindStringSubmatch(body)[1]
+	form := url.Values{"request_uri": {requestURI}, "client_id": c.form["client_id"], "csrf": {csrf},
+		"handle": {"alice.test"}, "email": {"a@example.com"}, "password": {"pw"}}
+	if status, body, _ := page(http.MethodPost, "/oauth/authorize/sign-up", form); status != 400 || !strings.Contains(body, "Handle already taken: alice.test") {
+		t.Fatalf("sign-up with a taken handle: %d %s", status, body)
+	}
+	form.Set("handle", "@Bob.test")
+	if status, body, _ := page(http.MethodPost, "/oauth/authorize/sign-up", form); status != 200 || !strings.Contains(body, `id="account">bob.test`) {
+		t.Fatalf("sign-up: %d %s", status, body)
+	}
+	form.Set("decision", "allow")
+	status, _, resp := page(http.MethodPost, "/oauth/authorize/consent", form)
+	loc, _ := url.Parse(resp.Header.Get("Location"))
+	if status != http.StatusSeeOther || loc.Query().Get("code") == "" {
+		t.Fatalf("consent: %d %s", status, loc)
+	}
+	a = c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {loc.Query().Get("code")}, "redirect_uri": {redirect}, "code_verifier": {verifierOf(f)}})
+	if a.status != 200 || a.body["sub"] != "did:plc:bobtest" {
+		t.Fatalf("token for the new account: %d %v", a.status, a.body)
 	}
 }

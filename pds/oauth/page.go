@@ -44,6 +44,32 @@ ul{padding-left:1.2rem}
 </form>
 </body></html>{{end}}
 
+{{define "signup"}}{{template "head" .}}
+<h1>Create an account for {{.ClientName}}</h1>
+<p><code>{{.ClientID}}</code> asks you to create an account on this fakepds.</p>
+{{if .Error}}<p class="err" id="error">{{.Error}}</p>{{end}}
+<form method="post" action="/oauth/authorize/sign-up">
+<input type="hidden" name="request_uri" value="{{.RequestURI}}">
+<input type="hidden" name="client_id" value="{{.ClientID}}">
+<input type="hidden" name="csrf" value="{{.CSRF}}">
+<label for="handle">Handle</label>
+<input id="handle" name="handle" autocomplete="username" value="{{.Hint}}" required>
+<label for="email">Email</label>
+<input id="email" name="email" type="email" autocomplete="email" value="{{.Email}}" required>
+<label for="password">Password</label>
+<input id="password" name="password" type="password" autocomplete="new-password" required>
+{{if .InviteRequired}}<label for="invite">Invite code</label>
+<input id="invite" name="invite_code" required>{{end}}
+<button id="sign-up" type="submit">Create account</button>
+</form>
+<form method="post" action="/oauth/authorize/consent">
+<input type="hidden" name="request_uri" value="{{.RequestURI}}">
+<input type="hidden" name="client_id" value="{{.ClientID}}">
+<input type="hidden" name="csrf" value="{{.CSRF}}">
+<button id="cancel" name="decision" value="deny" type="submit" formnovalidate>Cancel</button>
+</form>
+</body></html>{{end}}
+
 {{define "consent"}}{{template "head" .}}
 <h1>Allow {{.ClientName}}?</h1>
 <p>Signed in as <strong id="account">{{.Handle}}</strong>.</p>
@@ -72,8 +98,9 @@ ul{padding-left:1.2rem}
 `))
 
 type pageData struct {
-	Title, ClientName, ClientID, RequestURI, CSRF, Hint, Error, Handle string
-	Scopes                                                             []string
+	Title, ClientName, ClientID, RequestURI, CSRF, Hint, Error, Handle, Email string
+	Scopes                                                                    []string
+	InviteRequired                                                            bool
 }
 
 func (p *Provider) render(w http.ResponseWriter, status int, name string, d any) {
@@ -106,13 +133,18 @@ func (p *Provider) authorizePage(w http.ResponseWriter, r *http.Request) {
 		p.errorPage(w, err)
 		return
 	}
-	p.render(w, http.StatusOK, "signin", p.pageFor(req, c))
+	page := "signin"
+	if req.Params.Prompt == "create" {
+		page = "signup"
+	}
+	p.render(w, http.StatusOK, page, p.pageFor(req, c))
 }
 
 func (p *Provider) pageFor(req *request, c *client) pageData {
 	return pageData{
 		Title: "Sign in", ClientName: c.name(), ClientID: c.ID, RequestURI: requestURIPrefix + req.ID,
 		CSRF: req.CSRF, Hint: req.Params.LoginHint, Scopes: strings.Split(req.Params.Scope, " "),
+		InviteRequired: p.opts.InviteRequired,
 	}
 }
 
@@ -158,6 +190,35 @@ func (p *Provider) signInForm(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 		p.render(w, http.StatusUnauthorized, "signin", d)
+		return
+	}
+	if err := p.db.signIn(r.Context(), req.ID, acc.DID); err != nil {
+		p.errorPage(w, err)
+		return
+	}
+	d.Title, d.Handle = "Authorize", acc.Handle
+	p.render(w, http.StatusOK, "consent", d)
+}
+
+// signUpForm is the sign-up of a prompt=create request: the account is
+// made as createAccount makes it, then signed in to the request.
+func (p *Provider) signUpForm(w http.ResponseWriter, r *http.Request) {
+	req, c, ok := p.formRequest(w, r)
+	if !ok {
+		return
+	}
+	d := p.pageFor(req, c)
+	f := r.PostForm
+	handle := strings.ToLower(strings.TrimPrefix(strings.TrimSpace(f.Get("handle")), "@"))
+	acc, err := p.opts.Accounts.CreateAccount(r.Context(), handle, strings.TrimSpace(f.Get("email")), f.Get("password"), strings.TrimSpace(f.Get("invite_code")))
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			p.errorPage(w, err)
+			return
+		}
+		d.Title, d.Hint, d.Email, d.Error = "Create an account", handle, f.Get("email"), e.Description
+		p.render(w, e.Status, "signup", d)
 		return
 	}
 	if err := p.db.signIn(r.Context(), req.ID, acc.DID); err != nil {

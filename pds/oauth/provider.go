@@ -60,6 +60,10 @@ type Accounts interface {
 	SignIn(ctx context.Context, identifier, password string) (Account, error)
 	// Account finds an account by DID or handle.
 	Account(ctx context.Context, id string) (Account, error)
+	// CreateAccount makes an account as com.atproto.server.createAccount
+	// does (the authorize page's sign-up, for prompt=create); its refusals
+	// are *Error with the message to show.
+	CreateAccount(ctx context.Context, handle, email, password, inviteCode string) (Account, error)
 }
 
 // Options configure New.
@@ -82,6 +86,8 @@ type Options struct {
 	// loopback addresses are allowed.
 	HTTPClient *http.Client
 	Logger     *slog.Logger
+	// InviteRequired shows the sign-up form an invite code field.
+	InviteRequired bool
 	// PermissionSet resolves the lexicons include: scopes name; nil
 	// resolves none (every include: is refused as unresolvable).
 	PermissionSet PermissionSetResolver
@@ -155,6 +161,7 @@ func (p *Provider) Mount(mux *http.ServeMux) {
 	}
 	mux.HandleFunc("GET /oauth/authorize", p.authorizePage)
 	mux.HandleFunc("POST /oauth/authorize/sign-in", p.signInForm)
+	mux.HandleFunc("POST /oauth/authorize/sign-up", p.signUpForm)
 	mux.HandleFunc("POST /oauth/authorize/consent", p.consentForm)
 }
 
