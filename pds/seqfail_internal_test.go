@@ -7,16 +7,21 @@ import (
 	"github.com/bluesky-social/indigo/atproto/atclient"
 )
 
+// newWriter is a server with one account, its DID and its client.
+func newWriter(t *testing.T, handle string) (*Server, string, *atclient.APIClient) {
+	t.Helper()
+	s := startAt(t, t.TempDir())
+	did := createAccount(t, s, handle, "pw").Did
+	return s, did, login(t, s, handle, "pw")
+}
+
 // A repo write whose #commit cannot be stored fails without committing, as
 // the reference's (it sequences the commit inside its actor store
 // transaction): the repo stays where the log says it is, and the next
 // write's #commit follows on the last one logged.
 func TestFailedAppendFailsTheWrite(t *testing.T) {
-	s := startAt(t, t.TempDir())
+	s, did, c := newWriter(t, "seqfail.test")
 	ctx := t.Context()
-	const pw = "seqfail-pass"
-	did := createAccount(t, s, "seqfail.test", pw).Did
-	c := login(t, s, "seqfail.test", pw)
 	before := post(t, c, did, "before")
 
 	// The injected failure: the log's table is not there.
@@ -51,11 +56,8 @@ func TestFailedAppendFailsTheWrite(t *testing.T) {
 // #sync crash recovery would send is sequenced at once: a strict
 // consumer's chain holds without a restart.
 func TestLostEventIsResyncedAtOnce(t *testing.T) {
-	s := startAt(t, t.TempDir())
+	s, did, c := newWriter(t, "seqlost.test")
 	ctx := t.Context()
-	const pw = "seqlost-pass"
-	did := createAccount(t, s, "seqlost.test", pw).Did
-	c := login(t, s, "seqlost.test", pw)
 	post(t, c, did, "before")
 
 	w := s.seq.DB().Writer()
