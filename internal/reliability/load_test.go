@@ -58,7 +58,7 @@ func TestLoadMixed(t *testing.T) {
 		p = startBinary(t, binary(t, false), dir, false, freeAddrs(t))
 		c = newClient(p.URL())
 	)
-	walMax := walSizes(dir)
+	samples := sample(dir, p.cmd.Process.Pid)
 	// Subscribed before the first account exists, so the consumers see the
 	// stream from seq 1 and check every repo's chain from its creation.
 	fast := []*consumer{follow(t, p.PDS), follow(t, p.PDS)}
@@ -166,9 +166,9 @@ func TestLoadMixed(t *testing.T) {
 		t.Fatalf("the slow consumer's %d events are not the start of the stream", len(seen))
 	}
 
-	rss := p.peakRSS(t)
+	rss := status(t, p.cmd.Process.Pid, "VmHWM")
+	wal, rssBySecond := samples()
 	p.stop(t)
-	wal := walMax()
 	var st []string
 	total := int64(0)
 	statuses.Range(func(k, v any) bool {
@@ -177,8 +177,8 @@ func TestLoadMixed(t *testing.T) {
 		return true
 	})
 	sort.Strings(st)
-	t.Logf("%d clients, %d accounts, %d requests in %s (%s); the consumers that kept up: %d events each; the slow one cut off with ConsumerTooSlow after %d; peak RSS %d MiB (race detector: %v); largest -wal: %s",
-		clients, accounts, total, took.Round(time.Millisecond), strings.Join(st, ", "), len(stream), len(seen), rss>>20, raceEnabled, fmtSizes(wal))
+	t.Logf("%d clients, %d accounts, %d requests in %s (%s); the consumers that kept up: %d events each; the slow one cut off with ConsumerTooSlow after %d; peak RSS %d MiB (race detector: %v), RSS at each quarter of the run %s; largest -wal: %s",
+		clients, accounts, total, took.Round(time.Millisecond), strings.Join(st, ", "), len(stream), len(seen), rss>>20, raceEnabled, quarters(rssBySecond), fmtSizes(wal))
 	rssLimit := int64(1 << 30)
 	if raceEnabled {
 		rssLimit *= 4 // the race detector's shadow memory
@@ -614,37 +614,57 @@ func fmtSizes(m map[string]int64) string {
 	return strings.Join(out, ", ")
 }
 
-// peakRSS is the process's peak resident set (VmHWM), in bytes.
-func (p *proc) peakRSS(t testing.TB) int64 {
+// status is a /proc/PID/status field given in kB (VmHWM, VmRSS), in bytes.
+func status(t testing.TB, pid int, field string) int64 {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	n, err := readStatus(pid, field)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for line := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			if err != nil {
-				t.Fatalf("VmHWM %q: %v", v, err)
-			}
-			return kb << 10
-		}
-	}
-	t.Fatal("no VmHWM in /proc/PID/status")
-	return 0
+	return n
 }
 
-// walSizes samples the -wal files under dir until stop is called and
-// returns the largest size seen of each: "account", "sequencer", "plc"
-// and "actor" (the largest of any actor store).
-func walSizes(dir string) (stop func() map[string]int64) {
+func readStatus(pid int, field string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
+			kb, err := strconv.ParseInt(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
+			return kb << 10, err
+		}
+	}
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
+}
+
+// quarters formats the samples at each quarter of the run, in MiB.
+func quarters(rss []int64) string {
+	if len(rss) == 0 {
+		return "(none)"
+	}
+	var out []string
+	for q := 1; q <= 4; q++ {
+		out = append(out, strconv.FormatInt(rss[(len(rss)-1)*q/4]>>20, 10))
+	}
+	return strings.Join(out, ", ") + " MiB"
+}
+
+// sample watches the -wal files under dir and the process pid until stop
+// is called, then returns the largest size seen of each -wal ("account",
+// "sequencer", "plc" and "actor", the largest of any actor store) and the
+// process's RSS once a second: a WAL that checkpoints stays near its
+// auto-checkpoint size (1,000 pages), and an RSS that levels off is
+// bounded where a peak alone could not say.
+func sample(dir string, pid int) (stop func() (map[string]int64, []int64)) {
 	max := map[string]int64{}
+	var rss []int64
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Go(func() {
 		tick := time.NewTicker(100 * time.Millisecond)
 		defer tick.Stop()
-		for {
+		for n := 0; ; n++ {
 			_ = filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 				if err != nil || d.IsDir() || !strings.HasSuffix(path, "-wal") {
 					return nil
@@ -662,6 +682,11 @@ func walSizes(dir string) (stop func() map[string]int64) {
 				}
 				return nil
 			})
+			if n%10 == 0 {
+				if v, err := readStatus(pid, "VmRSS"); err == nil {
+					rss = append(rss, v)
+				}
+			}
 			select {
 			case <-done:
 				return
@@ -669,9 +694,9 @@ func walSizes(dir string) (stop func() map[string]int64) {
 			}
 		}
 	})
-	return func() map[string]int64 {
+	return func() (map[string]int64, []int64) {
 		close(done)
 		wg.Wait()
-		return max
+		return max, rss
 	}
 }

@@ -21,6 +21,7 @@ import (
 )
 
 type fixture struct {
+	h     *firehose.Handler
 	seq   *sequencer.Sequencer
 	clock *clock.Shifted
 	url   string
@@ -36,9 +37,10 @@ func setup(t *testing.T, opts firehose.Options) *fixture {
 	c := &clock.Shifted{}
 	opts.Clock = c
 	opts.Logger = slog.New(slog.DiscardHandler)
-	srv := httptest.NewServer(firehose.New(seq, opts))
+	h := firehose.New(seq, opts)
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
-	return &fixture{seq: seq, clock: c, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
+	return &fixture{h: h, seq: seq, clock: c, url: "ws" + strings.TrimPrefix(srv.URL, "http")}
 }
 
 // got is what a subscriber received, in order, as "type:seq:did" strings,

@@ -86,3 +86,25 @@ func TestStalledSubscribersHoldBoundedMemory(t *testing.T) {
 		t.Errorf("after the subscribers left the heap is %.1f MiB above where it was", float64(after-base)/(1<<20))
 	}
 }
+
+// A subscriber that stops reading is let go by the server once a write
+// has waited WriteTimeout on its full socket, though it never hangs up:
+// the many subscribers a machine could not hold do not pile up, each is
+// held for that long at most (there is no cap on subscribers; the
+// reference has none).
+func TestStalledSubscriberIsLetGo(t *testing.T) {
+	f := setup(t, firehose.Options{WriteTimeout: 300 * time.Millisecond})
+	blocks := make([]byte, 8<<10)
+	var batch []sequencer.Event
+	for range 500 {
+		batch = append(batch, sequencer.Sync(&comatproto.SyncSubscribeRepos_Sync{Did: "did:plc:big", Rev: "3k2aaaaaaaaaa", Blocks: blocks}))
+	}
+	f.append(t, batch...)
+	c, _, err := smallBufferDialer(4<<10).DialContext(t.Context(), f.url+"?cursor=0", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	waitFor(t, "the subscriber to be served", func() bool { return f.h.Subscribers() == 1 })
+	waitFor(t, "the server to let the stalled subscriber go", func() bool { return f.h.Subscribers() == 0 })
+}
