@@ -71,19 +71,27 @@ func (c *oauthClient) send(step, endpoint string, form url.Values, proof string)
 		c.r.t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return c.do(step, req, proof)
+	return c.do(step, req, proof, "")
 }
 
 // do sends req with a DPoP proof for its method and URL (proof "none":
-// none; "stale": one without the nonce) and keeps the nonce it answers.
-func (c *oauthClient) do(step string, req *http.Request, proof string) *http.Response {
+// none; "stale": one without the nonce), bound to the access token boundTo
+// when set (its ath), and keeps the nonce it answers.
+func (c *oauthClient) do(step string, req *http.Request, proof, boundTo string) *http.Response {
 	c.r.t.Helper()
 	if proof != "none" {
 		nonce := c.nonce
 		if proof == "stale" {
 			nonce = ""
 		}
-		p, err := oauth.NewAuthDPoP(req.Method, req.URL.String(), nonce, c.key)
+		var p string
+		var err error
+		if boundTo == "" {
+			p, err = oauth.NewAuthDPoP(req.Method, req.URL.String(), nonce, c.key)
+		} else {
+			sess := &oauth.ClientSession{Data: &oauth.ClientSessionData{AccessToken: boundTo, DPoPHostNonce: nonce}, DPoPPrivateKey: c.key}
+			p, err = sess.NewHostDPoP(req.Method, req.URL.String())
+		}
 		if err != nil {
 			c.r.t.Fatal(err)
 		}
@@ -108,7 +116,7 @@ func (c *oauthClient) resource(step, base, token, proof string) {
 		c.r.t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "DPoP "+token)
-	hr := c.do(step, req, proof)
+	hr := c.do(step, req, proof, "")
 	c.r.check(step+": WWW-Authenticate", map[string]any{"www-authenticate": hr.Header.Get("WWW-Authenticate") != "", "dpop-nonce": hr.Header.Get("DPoP-Nonce") != ""})
 	c.r.record(step, "GET /xrpc/com.atproto.server.getSession", hr)
 }
@@ -416,25 +424,7 @@ func (c *oauthClient) xrpc(step, base, method, nsid, token string, body any, pro
 		req.Header.Set("Content-Type", "application/json")
 	}
 	req.Header.Set("Authorization", "DPoP "+token)
-	if proof != "none" {
-		nonce := c.nonce
-		if proof == "stale" {
-			nonce = ""
-		}
-		sess := &oauth.ClientSession{Data: &oauth.ClientSessionData{AccessToken: token, DPoPHostNonce: nonce, AuthServerURL: base}, DPoPPrivateKey: c.key}
-		p, err := sess.NewHostDPoP(method, req.URL.String())
-		if err != nil {
-			c.r.t.Fatal(err)
-		}
-		req.Header.Set("DPoP", p)
-	}
-	hr, err := http.DefaultClient.Do(req)
-	if err != nil {
-		c.r.t.Fatalf("%s: %v", step, err)
-	}
-	if n := hr.Header.Get("DPoP-Nonce"); n != "" {
-		c.nonce = n
-	}
+	hr := c.do(step, req, proof, token)
 	c.r.check(step+": headers", map[string]any{"www-authenticate": hr.Header.Get("WWW-Authenticate"), "dpop-nonce": hr.Header.Get("DPoP-Nonce") != ""})
 	return c.r.record(step, method+" "+nsid, hr)
 }

@@ -451,10 +451,11 @@ func TestSessionExpiry(t *testing.T) {
 	}
 }
 
-func TestClientAssertion(t *testing.T) {
-	ts := newTestServer(t)
+// confidentialClient serves a private_key_jwt client's metadata (its key
+// "k1" in jwks) on loopback.
+func confidentialClient(t *testing.T, redirect string) (*indigo.ClientConfig, *atcrypto.PrivateKeyP256) {
 	key, _ := atcrypto.GeneratePrivateKeyP256()
-	var cfg indigo.ClientConfig
+	cfg := new(indigo.ClientConfig)
 	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		m := cfg.ClientMetadata()
 		jwks := cfg.PublicJWKS()
@@ -463,11 +464,17 @@ func TestClientAssertion(t *testing.T) {
 		_ = json.NewEncoder(w).Encode(m)
 	}))
 	t.Cleanup(meta.Close)
-	redirect := "http://127.0.0.1:9999/cb"
-	cfg = indigo.NewPublicConfig(meta.URL+"/client.json", redirect, []string{"atproto"})
+	*cfg = indigo.NewPublicConfig(meta.URL+"/client.json", redirect, []string{"atproto"})
 	if err := cfg.SetClientSecret(key, "k1"); err != nil {
 		t.Fatal(err)
 	}
+	return cfg, key
+}
+
+func TestClientAssertion(t *testing.T) {
+	ts := newTestServer(t)
+	redirect := "http://127.0.0.1:9999/cb"
+	cfg, _ := confidentialClient(t, redirect)
 	c := ts.client(cfg.ClientID)
 
 	if a := c.post("/oauth/par", parForm(redirect, "atproto")); a.err() != "invalid_client" {
@@ -564,21 +571,8 @@ func TestRequestExpiry(t *testing.T) {
 // replayed is refused with the reference's messages.
 func TestRequestObject(t *testing.T) {
 	ts := newTestServer(t)
-	key, _ := atcrypto.GeneratePrivateKeyP256()
-	var cfg indigo.ClientConfig
-	meta := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		m := cfg.ClientMetadata()
-		jwks := cfg.PublicJWKS()
-		m.JWKS = &jwks
-		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(m)
-	}))
-	t.Cleanup(meta.Close)
 	redirect := "http://127.0.0.1:9999/cb"
-	cfg = indigo.NewPublicConfig(meta.URL+"/client.json", redirect, []string{"atproto"})
-	if err := cfg.SetClientSecret(key, "k1"); err != nil {
-		t.Fatal(err)
-	}
+	cfg, key := confidentialClient(t, redirect)
 	c := ts.client(cfg.ClientID)
 	c.form.Set("client_assertion_type", assertionType)
 	jar := func(signer *atcrypto.PrivateKeyP256, claims map[string]any) url.Values {

@@ -22,26 +22,28 @@ button{margin:1rem .5rem 0 0;padding:.5rem 1.2rem} .err{color:#b00020} code{back
 ul{padding-left:1.2rem}
 </style></head><body>{{end}}
 
+{{define "request"}}<input type="hidden" name="request_uri" value="{{.RequestURI}}">
+<input type="hidden" name="client_id" value="{{.ClientID}}">
+<input type="hidden" name="csrf" value="{{.CSRF}}">{{end}}
+
+{{define "cancel"}}<form method="post" action="/oauth/authorize/consent">
+{{template "request" .}}
+<button id="cancel" name="decision" value="deny" type="submit" formnovalidate>Cancel</button>
+</form>{{end}}
+
 {{define "signin"}}{{template "head" .}}
 <h1>Sign in to {{.ClientName}}</h1>
 <p><code>{{.ClientID}}</code> asks to use your account on this fakepds.</p>
 {{if .Error}}<p class="err" id="error">{{.Error}}</p>{{end}}
 <form method="post" action="/oauth/authorize/sign-in">
-<input type="hidden" name="request_uri" value="{{.RequestURI}}">
-<input type="hidden" name="client_id" value="{{.ClientID}}">
-<input type="hidden" name="csrf" value="{{.CSRF}}">
+{{template "request" .}}
 <label for="identifier">Handle or email</label>
 <input id="identifier" name="identifier" autocomplete="username" value="{{.Hint}}" required>
 <label for="password">Password</label>
 <input id="password" name="password" type="password" autocomplete="current-password" required>
 <button id="sign-in" type="submit">Sign in</button>
 </form>
-<form method="post" action="/oauth/authorize/consent">
-<input type="hidden" name="request_uri" value="{{.RequestURI}}">
-<input type="hidden" name="client_id" value="{{.ClientID}}">
-<input type="hidden" name="csrf" value="{{.CSRF}}">
-<button id="cancel" name="decision" value="deny" type="submit" formnovalidate>Cancel</button>
-</form>
+{{template "cancel" .}}
 </body></html>{{end}}
 
 {{define "signup"}}{{template "head" .}}
@@ -49,9 +51,7 @@ ul{padding-left:1.2rem}
 <p><code>{{.ClientID}}</code> asks you to create an account on this fakepds.</p>
 {{if .Error}}<p class="err" id="error">{{.Error}}</p>{{end}}
 <form method="post" action="/oauth/authorize/sign-up">
-<input type="hidden" name="request_uri" value="{{.RequestURI}}">
-<input type="hidden" name="client_id" value="{{.ClientID}}">
-<input type="hidden" name="csrf" value="{{.CSRF}}">
+{{template "request" .}}
 <label for="handle">Handle</label>
 <input id="handle" name="handle" autocomplete="username" value="{{.Hint}}" required>
 <label for="email">Email</label>
@@ -62,12 +62,7 @@ ul{padding-left:1.2rem}
 <input id="invite" name="invite_code" required>{{end}}
 <button id="sign-up" type="submit">Create account</button>
 </form>
-<form method="post" action="/oauth/authorize/consent">
-<input type="hidden" name="request_uri" value="{{.RequestURI}}">
-<input type="hidden" name="client_id" value="{{.ClientID}}">
-<input type="hidden" name="csrf" value="{{.CSRF}}">
-<button id="cancel" name="decision" value="deny" type="submit" formnovalidate>Cancel</button>
-</form>
+{{template "cancel" .}}
 </body></html>{{end}}
 
 {{define "consent"}}{{template "head" .}}
@@ -76,9 +71,7 @@ ul{padding-left:1.2rem}
 <p><code>{{.ClientID}}</code> asks for:</p>
 <ul id="scopes">{{range .Scopes}}<li><code>{{.}}</code></li>{{end}}</ul>
 <form method="post" action="/oauth/authorize/consent">
-<input type="hidden" name="request_uri" value="{{.RequestURI}}">
-<input type="hidden" name="client_id" value="{{.ClientID}}">
-<input type="hidden" name="csrf" value="{{.CSRF}}">
+{{template "request" .}}
 <button id="allow" name="decision" value="allow" type="submit">Allow</button>
 <button id="deny" name="decision" value="deny" type="submit">Deny</button>
 </form>
@@ -192,12 +185,7 @@ func (p *Provider) signInForm(w http.ResponseWriter, r *http.Request) {
 		p.render(w, http.StatusUnauthorized, "signin", d)
 		return
 	}
-	if err := p.db.signIn(r.Context(), req.ID, acc.DID); err != nil {
-		p.errorPage(w, err)
-		return
-	}
-	d.Title, d.Handle = "Authorize", acc.Handle
-	p.render(w, http.StatusOK, "consent", d)
+	p.consentPage(w, r, req, acc, d)
 }
 
 // signUpForm is the sign-up of a prompt=create request: the account is
@@ -221,6 +209,11 @@ func (p *Provider) signUpForm(w http.ResponseWriter, r *http.Request) {
 		p.render(w, e.Status, "signup", d)
 		return
 	}
+	p.consentPage(w, r, req, acc, d)
+}
+
+// consentPage signs acc in to the request and asks for its consent.
+func (p *Provider) consentPage(w http.ResponseWriter, r *http.Request, req *request, acc Account, d pageData) {
 	if err := p.db.signIn(r.Context(), req.ID, acc.DID); err != nil {
 		p.errorPage(w, err)
 		return
