@@ -18,6 +18,7 @@ import (
 
 	"github.com/fakepds/fakepds/pds/account"
 	"github.com/fakepds/fakepds/pds/blob"
+	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/lexval"
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/sequencer"
@@ -573,24 +574,47 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) 
 	if err != nil {
 		return err
 	}
-	type item struct {
-		URI   string          `json:"uri"`
-		CID   string          `json:"cid"`
-		Value json.RawMessage `json:"value"`
+	body, err := listRecordsJSON(acc.DID, collection, cursor, recs)
+	if err != nil {
+		return err
 	}
-	out := struct {
-		Cursor  string `json:"cursor,omitempty"`
-		Records []item `json:"records"`
-	}{Cursor: cursor, Records: make([]item, 0, len(recs))}
-	for _, rec := range recs {
-		v, err := recordJSON(rec.Value)
-		if err != nil {
-			return err
-		}
-		out.Records = append(out.Records, item{"at://" + acc.DID + "/" + collection.String() + "/" + rec.RKey.String(), rec.CID.String(), v})
-	}
-	xrpc.WriteJSON(w, http.StatusOK, out)
+	xrpc.WriteRawJSON(w, http.StatusOK, body)
 	return nil
+}
+
+// listRecordsJSON is listRecords' answer, the bytes xrpc.WriteJSON makes of
+// {cursor (when not ""), records: [{uri, cid, value}]}, written into one
+// buffer: encoding/json scanned every record's JSON again to compact it,
+// and each record was a buffer of its own (~30% of a page of 50).
+func listRecordsJSON(did string, collection syntax.NSID, cursor string, recs []repo.Record) ([]byte, error) {
+	n := 32
+	for _, rec := range recs {
+		n += 96 + len(did) + len(collection) + 2*len(rec.Value)
+	}
+	b := make([]byte, 0, n)
+	b = append(b, '{')
+	if cursor != "" {
+		b = append(b, `"cursor":`...)
+		b = jsvalue.AppendQuote(b, cursor)
+		b = append(b, ',')
+	}
+	b = append(b, `"records":[`...)
+	for i, rec := range recs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"uri":`...)
+		b = jsvalue.AppendQuote(b, "at://"+did+"/"+collection.String()+"/"+rec.RKey.String())
+		b = append(b, `,"cid":`...)
+		b = jsvalue.AppendQuote(b, rec.CID.String())
+		b = append(b, `,"value":`...)
+		var err error
+		if b, err = lexval.AppendRecordJSON(b, rec.Value); err != nil {
+			return nil, err
+		}
+		b = append(b, '}')
+	}
+	return append(b, "]}"...), nil
 }
 
 func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request, _ *caller) error {

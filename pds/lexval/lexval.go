@@ -225,8 +225,14 @@ func (c *bodyCheck) value(v any) *issue {
 // Marshal it with HTML escaping off (json.Encoder.SetEscapeHTML(false)) to
 // keep '<', '>' and '&' as the reference prints them.
 func RecordJSON(cbor []byte) (json.RawMessage, error) {
+	return AppendRecordJSON(make([]byte, 0, len(cbor)+len(cbor)/2), cbor)
+}
+
+// AppendRecordJSON appends RecordJSON(cbor) to dst (listRecords writes
+// every record of a page into one buffer).
+func AppendRecordJSON(dst, cbor []byte) ([]byte, error) {
 	r := cborReader{data: cbor}
-	out, err := r.json(make([]byte, 0, len(cbor)+len(cbor)/2), 0)
+	out, err := r.json(dst, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -321,8 +321,13 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	} else {
 		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
-	h := w.Header()
-	h.Set("Content-Type", "application/json; charset=utf-8")
+	WriteRawJSON(w, status, b)
+}
+
+// WriteRawJSON answers body, JSON a handler wrote itself, as WriteJSON
+// answers what it encodes.
+func WriteRawJSON(w http.ResponseWriter, status int, body []byte) {
+	w.Header().Set("Content-Type", "application/json; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write(b)
+	_, _ = w.Write(body)
 }
