@@ -12,7 +12,9 @@ import (
 )
 
 // A new database file is a copy of a template: an empty database of the
-// same migrations, already in WAL mode, made once per process. Creating
+// same migrations, already in WAL mode, made once per process, at the
+// second new file of those migrations (a process that makes one, as the
+// fakepds binary makes each of its own, pays nothing for it). Creating
 // the file through SQLite costs a rollback journal (the switch to WAL is a
 // write to a file not yet in WAL), the schema's pages written one frame at
 // a time and a checkpoint at close; a copy is one file written whole.
@@ -23,12 +25,18 @@ import (
 // by then).
 type template struct {
 	mu   sync.Mutex
+	seen bool // a file of these migrations was made the long way
 	data []byte
 }
 
+// bytes returns the template, or nil for the first file of its migrations.
 func (t *template) bytes(ctx context.Context, dir string, opts Options) ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !t.seen {
+		t.seen = true
+		return nil, nil
+	}
 	if t.data == nil {
 		b, err := makeTemplate(ctx, dir, opts)
 		if err != nil {
@@ -54,7 +62,7 @@ func fromTemplate(ctx context.Context, path string, opts Options) error {
 	}
 	v, _ := templates.LoadOrStore(strings.Join(opts.Migrations, "\x00"), &template{})
 	data, err := v.(*template).bytes(ctx, filepath.Dir(path), opts)
-	if err != nil {
+	if err != nil || data == nil {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
