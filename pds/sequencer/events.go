@@ -124,27 +124,231 @@ const timeFormat = "2006-01-02T15:04:05.000Z"
 // this lock was most of a write's time (BenchmarkConcurrentWriters,
 // -blockprofile).
 func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) ([]Stored, error) {
+	r := s.enqueue(ctx, now, false, events)
+	if r.done {
+		return r.out, r.err
+	}
+	<-r.wake // the batch's end
+	return r.out, r.err
+}
+
+// Pending is events written but not committed: what a repo write holds
+// while its own transaction commits, so that an event that cannot be
+// stored fails the write instead of leaving the repo ahead of the log (the
+// reference sequences a commit inside its actor store transaction), while
+// no event is visible before the data it names. Its batch (see Append)
+// commits once every Pending in it has reported; repo writes that queue
+// together commit their own stores at once, and share one commit of the
+// log.
+type Pending struct {
+	s *Sequencer
+	r *appendCall
+}
+
+// Prepare writes events as Append does, without committing them; the
+// caller ends it with Commit or Abort, once, soon: its batch waits for it.
+// A Prepare that fails leaves nothing behind and does not count as a
+// failed Append (see Failed): the caller fails what the events describe.
+func (s *Sequencer) Prepare(ctx context.Context, now time.Time, events ...Event) (*Pending, error) {
+	r := s.enqueue(ctx, now, true, events)
+	if r.done {
+		return nil, r.err
+	}
+	return &Pending{s: s, r: r}, nil
+}
+
+// Commit reports that what the events describe is stored, and returns
+// once the batch has committed (then the events are in the tail and the
+// subscribers woken). Its failure is an Append's: what the events describe
+// is stored, they are not (see Failed).
+func (p *Pending) Commit() ([]Stored, error) { return p.end(true) }
+
+// Abort reports that what the events describe was not stored: the batch
+// is rolled back, and every other call in it fails (a rare case: the
+// caller's own commit failed after its statements had all succeeded).
+func (p *Pending) Abort() { _, _ = p.end(false) }
+
+func (p *Pending) end(ok bool) ([]Stored, error) {
+	r := p.r
+	r.report <- ok
+	if r.leads {
+		p.s.finish(r.batch)
+	}
+	<-r.wake
+	return r.out, r.err
+}
+
+// appendCall is one Append or Prepare waiting for its batch. Its caller
+// reads out, err and done once woken.
+type appendCall struct {
+	now    time.Time
+	events []Event
+	out    []Stored
+	err    error
+	done   bool          // failed, or (Append) committed
+	wake   chan struct{} // this call leads the next batch; written; done
+	held   bool          // a Prepare: the batch commits on its report
+	report chan bool     // held: written to by Commit (true) or Abort
+	leads  bool          // held: this call's Commit or Abort ends its batch
+	early  bool          // failed while its batch was written
+	batch  *batch        // held and leads: the batch it ends
+}
+
+// batch is the calls one transaction writes, between writing them and
+// ending it.
+type batch struct {
+	calls []*appendCall
+	end   func(commit bool) error
+	err   error // the writes failed: nothing to commit
+}
+
+// enqueue queues a call; it returns once the call failed (done), was
+// written (a held call), or, for an Append, when its batch is left to
+// end (not done: the caller waits on wake).
+func (s *Sequencer) enqueue(ctx context.Context, now time.Time, held bool, events []Event) *appendCall {
 	// Once a commit is in its actor store, its event must follow: a caller
 	// giving up must not leave the firehose with a gap.
 	ctx = context.WithoutCancel(ctx)
-	r := &appendCall{now: now.UTC().Truncate(time.Millisecond), events: events, wake: make(chan struct{}, 1)} // as stored, so memory and database agree
+	r := &appendCall{now: now.UTC().Truncate(time.Millisecond), events: events, held: held, wake: make(chan struct{}, 1)} // as stored, so memory and database agree
+	if held {
+		r.report = make(chan bool, 1)
+	}
 	s.qmu.Lock()
 	s.queue = append(s.queue, r)
 	lead := !s.leading
 	s.leading = true
 	s.qmu.Unlock()
 	if !lead {
-		// A commit is running: the next takes r, or r leads it.
-		if <-r.wake; r.done {
-			return r.out, r.err
+		// A batch is running: the next takes r, or r leads it.
+		if <-r.wake; r.done || r.out != nil {
+			return r // failed, or written in a batch another leads
 		}
 	}
 	s.qmu.Lock()
-	batch := s.queue
+	calls := s.queue
 	s.queue = nil
 	s.qmu.Unlock()
 	s.mu.Lock()
-	s.commit(ctx, batch)
+	b := s.write(ctx, calls, r)
+	if r.done {
+		// r failed to encode, or the writes failed; the batch still
+		// needs its end.
+		go s.finish(b)
+		return r
+	}
+	if held {
+		r.leads, r.batch = true, b
+		return r
+	}
+	s.finish(b)
+	return r
+}
+
+// write writes calls in one transaction, holding s.mu, and lets the held
+// ones but the leader know. A call that failed here (its events do not encode, or the
+// writes failed) is early. The transaction is left open for finish.
+func (s *Sequencer) write(ctx context.Context, calls []*appendCall, leader *appendCall) *batch {
+	b := &batch{calls: calls}
+	tx, end, err := s.db.Begin(ctx)
+	if err == nil {
+		b.end = end
+		insert := tx.StmtContext(ctx, s.insertStmt)
+		seq, lastTime := s.last, s.lastTime
+		for _, r := range calls {
+			now := r.now
+			if now.Before(lastTime) {
+				now = lastTime
+			}
+			// A call whose events do not encode fails alone, before any
+			// of them is written.
+			if r.out, r.err = s.encode(r.events, seq, now); r.err != nil {
+				r.out, r.done, r.early = nil, true, true
+				continue
+			}
+			for _, st := range r.out {
+				if _, err = insert.ExecContext(ctx, st.Seq, st.DID, st.Type, st.Frame, st.Time.Format(timeFormat)); err != nil {
+					break
+				}
+			}
+			if err != nil {
+				break
+			}
+			lastTime = now
+			seq += int64(len(r.out))
+		}
+	}
+	if err != nil {
+		b.err = err
+		for _, r := range calls {
+			r.out, r.err, r.done, r.early = nil, err, true, true
+		}
+	}
+	for _, r := range calls {
+		if r.held && r != leader {
+			r.wake <- struct{}{} // written, or failed
+		}
+	}
+	return b
+}
+
+// finish ends b once every held call written in it reported: it commits
+// when each stored what its events describe, else rolls back. Then it
+// wakes the calls still waiting, releases s.mu and hands the lead on.
+func (s *Sequencer) finish(b *batch) {
+	err := b.err
+	switch {
+	case err != nil:
+		if b.end != nil {
+			_ = b.end(false)
+		}
+	default:
+		commit := true
+		for _, r := range b.calls {
+			if r.held && !r.early && !<-r.report {
+				commit = false
+			}
+		}
+		if !commit {
+			_ = b.end(false)
+			err = errors.New("sequencer: another write of the batch was rolled back")
+		} else if err = b.end(true); err != nil {
+			// A failed commit may still have taken effect: read the last
+			// seq again rather than trust the count.
+			if last, rerr := s.readLast(context.Background()); rerr == nil {
+				s.last = last
+			}
+		}
+	}
+	var all []Stored
+	for _, r := range b.calls {
+		if r.early {
+			if !r.held && b.err != nil {
+				s.failed = true // what its events describe is stored
+			}
+			continue
+		}
+		if err != nil {
+			r.out, r.err = nil, err
+			if !r.held {
+				s.failed = true
+			}
+		}
+		all = append(all, r.out...)
+	}
+	if err == nil && len(all) > 0 {
+		s.last, s.lastTime = all[len(all)-1].Seq, all[len(all)-1].Time
+		s.tail.add(all)
+		s.wake()
+	}
+	for _, r := range b.calls {
+		switch {
+		case !r.early:
+			r.done = true
+			r.wake <- struct{}{} // buffered: a leader's own is never read
+		case !r.held:
+			r.wake <- struct{}{} // a held early call was woken by write
+		}
+	}
 	s.mu.Unlock()
 	// Hand the lead to the first call that queued meanwhile, if any.
 	s.qmu.Lock()
@@ -157,73 +361,6 @@ func (s *Sequencer) Append(ctx context.Context, now time.Time, events ...Event) 
 	s.qmu.Unlock()
 	if next != nil {
 		next.wake <- struct{}{}
-	}
-	return r.out, r.err
-}
-
-// appendCall is one Append waiting for its commit. Its waiter reads out,
-// err and done once woken.
-type appendCall struct {
-	now    time.Time
-	events []Event
-	out    []Stored
-	err    error
-	done   bool          // committed (or failed) by a leader
-	wake   chan struct{} // done, or this call leads the next commit
-}
-
-// commit writes the events of batch in one transaction, holding s.mu.
-func (s *Sequencer) commit(ctx context.Context, batch []*appendCall) {
-	lastTime := s.lastTime
-	err := s.db.Write(ctx, func(tx *sql.Tx) error {
-		insert := tx.StmtContext(ctx, s.insertStmt)
-		seq := s.last
-		lastTime = s.lastTime
-		for _, r := range batch {
-			r.out, r.err = nil, nil
-			now := r.now
-			if now.Before(lastTime) {
-				now = lastTime
-			}
-			// A call whose events do not encode fails alone, before any
-			// of them is written.
-			if r.out, r.err = s.encode(r.events, seq, now); r.err != nil {
-				continue
-			}
-			lastTime = now
-			for _, st := range r.out {
-				if _, err := insert.ExecContext(ctx, st.Seq, st.DID, st.Type, st.Frame, st.Time.Format(timeFormat)); err != nil {
-					return err
-				}
-			}
-			seq += int64(len(r.out))
-		}
-		return nil
-	})
-	if err != nil {
-		// A failed commit may still have taken effect: read the last seq
-		// again rather than trust the count.
-		if last, rerr := s.readLast(ctx); rerr == nil {
-			s.last = last
-		}
-		s.failed = true
-	}
-	s.lastTime = lastTime
-	var all []Stored
-	for _, r := range batch {
-		if err != nil {
-			r.out, r.err = nil, err
-		}
-		all = append(all, r.out...)
-	}
-	if err == nil {
-		s.last += int64(len(all))
-		s.tail.add(all)
-		s.wake()
-	}
-	for _, r := range batch {
-		r.done = true
-		r.wake <- struct{}{} // buffered: the leader's own is never read
 	}
 }
 
@@ -247,79 +384,6 @@ func (s *Sequencer) encode(events []Event, last int64, now time.Time) ([]Stored,
 		out = append(out, Stored{Seq: seq, DID: e.DID, Type: typ, Time: now, Frame: bytes.Clone(s.buf.Bytes())})
 	}
 	return out, nil
-}
-
-// Pending is events written but not committed: what a repo write holds
-// while its own transaction commits, so that an event that cannot be
-// stored fails the write instead of leaving the repo ahead of the log (the
-// reference sequences a commit inside its actor store transaction), while
-// no event is visible before the data it names. Until Commit or Abort, no
-// other commit runs (Appends queue, and go together after it).
-type Pending struct {
-	s   *Sequencer
-	end func(commit bool) error
-	out []Stored
-}
-
-// Prepare writes events as Append does, without committing them; the
-// caller ends it with Commit or Abort, once. A Prepare that fails leaves
-// nothing behind and does not count as a failed Append (see Failed): the
-// caller fails what the events describe.
-func (s *Sequencer) Prepare(ctx context.Context, now time.Time, events ...Event) (*Pending, error) {
-	ctx = context.WithoutCancel(ctx)
-	now = now.UTC().Truncate(time.Millisecond)
-	s.mu.Lock()
-	if now.Before(s.lastTime) {
-		now = s.lastTime
-	}
-	out, err := s.encode(events, s.last, now)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	tx, end, err := s.db.Begin(ctx)
-	if err != nil {
-		s.mu.Unlock()
-		return nil, err
-	}
-	insert := tx.StmtContext(ctx, s.insertStmt)
-	for _, st := range out {
-		if _, err := insert.ExecContext(ctx, st.Seq, st.DID, st.Type, st.Frame, st.Time.Format(timeFormat)); err != nil {
-			_ = end(false)
-			s.mu.Unlock()
-			return nil, err
-		}
-	}
-	return &Pending{s: s, end: end, out: out}, nil
-}
-
-// Commit commits the events, hands them to the tail and wakes the
-// subscribers. Its failure is an Append's: what the events describe is
-// stored, they are not (see Failed).
-func (p *Pending) Commit() ([]Stored, error) {
-	s := p.s
-	defer s.mu.Unlock()
-	if err := p.end(true); err != nil {
-		// A failed commit may still have taken effect: read the last seq
-		// again rather than trust the count.
-		if last, rerr := s.readLast(context.Background()); rerr == nil {
-			s.last = last
-		}
-		s.failed = true
-		return nil, err
-	}
-	if n := len(p.out); n > 0 {
-		s.last, s.lastTime = p.out[n-1].Seq, p.out[n-1].Time
-	}
-	s.tail.add(p.out)
-	s.wake()
-	return p.out, nil
-}
-
-// Abort rolls the events back: nothing was sequenced.
-func (p *Pending) Abort() {
-	_ = p.end(false)
-	p.s.mu.Unlock()
 }
 
 // DeleteAccountEvents removes every event of did, as the reference does
