@@ -19,8 +19,6 @@ import (
 	"testing"
 	"time"
 
-	comatproto "github.com/bluesky-social/indigo/api/atproto"
-	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/bluesky-social/indigo/events"
 	"github.com/gorilla/websocket"
@@ -348,41 +346,28 @@ func (f *consumer) check(ctx context.Context) error {
 
 // event checks one frame and returns its seq and, for a #commit, "did rev".
 func (f *consumer) event(ctx context.Context, msg []byte) (int64, string, error) {
-	r := bytes.NewReader(msg)
-	var h events.EventHeader
-	if err := h.UnmarshalCBOR(r); err != nil {
+	var e events.XRPCStreamEvent
+	if err := e.Deserialize(bytes.NewReader(msg)); err != nil {
 		return 0, "", err
 	}
-	switch h.MsgType {
-	case "#commit":
-		var e comatproto.SyncSubscribeRepos_Commit
-		if err := e.UnmarshalCBOR(r); err != nil {
-			return 0, "", err
+	switch {
+	case e.RepoCommit != nil:
+		c := e.RepoCommit
+		if f.chains {
+			return c.Seq, c.Repo + " " + c.Rev, f.ck.Commit(ctx, c)
 		}
-		if !f.chains {
-			return e.Seq, e.Repo + " " + e.Rev, nil
+		return c.Seq, c.Repo + " " + c.Rev, nil
+	case e.RepoSync != nil:
+		if f.chains {
+			return e.RepoSync.Seq, "", f.ck.Sync(ctx, e.RepoSync)
 		}
-		return e.Seq, e.Repo + " " + e.Rev, f.ck.Commit(ctx, &e)
-	case "#sync":
-		var e comatproto.SyncSubscribeRepos_Sync
-		if err := e.UnmarshalCBOR(r); err != nil {
-			return 0, "", err
-		}
-		if !f.chains {
-			return e.Seq, "", nil
-		}
-		return e.Seq, "", f.ck.Sync(ctx, &e)
-	case "#identity":
-		var e comatproto.SyncSubscribeRepos_Identity
-		err := e.UnmarshalCBOR(r)
-		return e.Seq, "", err
-	case "#account":
-		var e comatproto.SyncSubscribeRepos_Account
-		err := e.UnmarshalCBOR(r)
-		return e.Seq, "", err
+		return e.RepoSync.Seq, "", nil
+	case e.RepoIdentity != nil, e.RepoAccount != nil:
+		return e.Sequence(), "", nil
+	case e.Error != nil:
+		return 0, "", fmt.Errorf("error frame %s: %s", e.Error.Error, e.Error.Message)
 	}
-	_, body, err := parseFrame(msg)
-	return 0, "", fmt.Errorf("unexpected frame: op %d %q %v (%v)", h.Op, h.MsgType, body, err)
+	return 0, "", fmt.Errorf("unexpected frame %+v", e)
 }
 
 // until waits (a minute at most: a hang guard) for the #commit of did at
@@ -526,18 +511,17 @@ func slowConsumer(t *testing.T, base string, progress func() int64, sure func(se
 				s.err = err
 				return
 			}
-			op, body, err := parseFrame(msg)
-			if err != nil {
+			var e events.XRPCStreamEvent
+			if err := e.Deserialize(bytes.NewReader(msg)); err != nil {
 				s.err = err
 				return
 			}
-			if op == -1 {
-				s.error, _ = body["error"].(string)
+			if e.Error != nil {
+				s.error = e.Error.Error
 				close(s.cut)
 				continue // read on to the close
 			}
-			seq, _ := body["seq"].(int64)
-			s.seqs = append(s.seqs, seq)
+			s.seqs = append(s.seqs, e.Sequence())
 		}
 	}()
 	return s
@@ -592,17 +576,6 @@ func (s *slow) result() (string, []int64, error) {
 		return "", nil, errNotEnded
 	}
 	return s.error, s.seqs, s.err
-}
-
-// parseFrame splits a firehose frame into its header's op and its body.
-func parseFrame(msg []byte) (int64, map[string]any, error) {
-	r := bytes.NewReader(msg)
-	var h events.EventHeader
-	if err := h.UnmarshalCBOR(r); err != nil {
-		return 0, nil, err
-	}
-	body, err := atdata.UnmarshalCBOR(msg[len(msg)-r.Len():])
-	return h.Op, body, err
 }
 
 func fmtSizes(m map[string]int64) string {

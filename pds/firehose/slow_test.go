@@ -8,7 +8,6 @@ import (
 	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
-	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/events"
 	"github.com/gorilla/websocket"
 
@@ -49,21 +48,14 @@ next:
 // frameSeq is a frame's seq, or its error's name.
 func frameSeq(t *testing.T, msg []byte) (int64, string) {
 	t.Helper()
-	r := bytes.NewReader(msg)
-	var h events.EventHeader
-	if err := h.UnmarshalCBOR(r); err != nil {
+	var e events.XRPCStreamEvent
+	if err := e.Deserialize(bytes.NewReader(msg)); err != nil {
 		t.Fatal(err)
 	}
-	body, err := atdata.UnmarshalCBOR(msg[len(msg)-r.Len():])
-	if err != nil {
-		t.Fatal(err)
+	if e.Error != nil {
+		return 0, e.Error.Error
 	}
-	if h.Op == -1 {
-		name, _ := body["error"].(string)
-		return 0, name
-	}
-	seq, _ := body["seq"].(int64)
-	return seq, ""
+	return e.Sequence(), ""
 }
 
 // A consumer that reads, but slower than events come, is cut off with
