@@ -134,6 +134,12 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 		}
 		var garbage blob.Garbage
 		var event *sequencer.Pending
+		defer func() {
+			// Its batch waits for it: even a panic must end it.
+			if event != nil {
+				event.Abort()
+			}
+		}()
 		err = a.Write(ctx, func(tx *sql.Tx) error {
 			if check != nil {
 				current := func(w prepared) (*cid.Cid, error) { return rw.Current(ctx, tx, w.Collection, w.RKey) }
@@ -161,13 +167,11 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 			return err
 		})
 		if err != nil {
-			if event != nil {
-				event.Abort()
-			}
 			return err
 		}
-		if event != nil {
-			if _, err := event.Commit(); err != nil {
+		if p := event; p != nil {
+			event = nil
+			if _, err := p.Commit(); err != nil {
 				return s.resyncAfterLostEvent(ctx, a.DB, did, err)
 			}
 		}
