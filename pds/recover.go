@@ -80,7 +80,7 @@ func (s *Server) takeCleanMarker() (bool, error) {
 		return false, fmt.Errorf("clean-shutdown marker: %w", err)
 	}
 	if s.cfg.Fsync {
-		if err := syncDir(s.dataDir); err != nil {
+		if err := store.SyncDir(s.dataDir); err != nil {
 			return false, fmt.Errorf("clean-shutdown marker: %w", err)
 		}
 	}
@@ -167,14 +167,4 @@ func (s *Server) syncIfAhead(ctx context.Context, acc *account.Account) (bool, e
 	}
 	_, err = s.seq.Append(ctx, s.clock.Now(), evts...)
 	return err == nil, err
-}
-
-// syncDir makes a directory's entries (a removal) durable.
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
 }

@@ -77,7 +77,7 @@ func fromTemplate(ctx context.Context, path string, opts Options) error {
 		// Durable means the file and its name.
 		err = f.Sync()
 		if err == nil {
-			err = syncDir(filepath.Dir(path))
+			err = SyncDir(filepath.Dir(path))
 		}
 	}
 	if err = errors.Join(err, f.Close()); err != nil {
@@ -114,7 +114,9 @@ func makeTemplate(ctx context.Context, dir string, opts Options) ([]byte, error)
 	return os.ReadFile(p)
 }
 
-func syncDir(dir string) error {
+// SyncDir makes a directory's entries (a file made or removed there)
+// durable.
+func SyncDir(dir string) error {
 	d, err := os.Open(dir)
 	if err != nil {
 		return err
