@@ -19,26 +19,51 @@ import (
 
 // actor is an open actor store as the cache holds it: the database and
 // the prepared statements of repo writes (the repo engine's and the blob
-// refs'), made on the first write (so createAccount's cold open does not
-// pay for them, and read-only accounts never do).
+// refs'), made at the first write that runs them (so createAccount's cold
+// open does not pay for them, read-only accounts never do, and an account
+// that only creates records without blobs never prepares the blob refs'
+// nor the repo's statements of updates and deletes).
 type actor struct {
 	*store.DB
-	once   sync.Once
+	mu     sync.Mutex
 	writer *repo.Writer
 	refs   *blob.RefStmts
-	err    error
 }
 
-// writeStmts are the account's repo.Writer and blob.RefStmts, prepared
-// once per open store.
-func (a *actor) writeStmts(ctx context.Context) (*repo.Writer, *blob.RefStmts, error) {
-	a.once.Do(func() {
-		ctx := context.WithoutCancel(ctx)
-		if a.writer, a.err = repo.NewWriter(ctx, a.Writer()); a.err == nil {
-			a.refs, a.err = blob.PrepareRefs(ctx, a.Writer())
+// writeStmts are the account's repo.Writer, with what writes run
+// prepared (current: the write calls Writer.Current), and its
+// blob.RefStmts, nil when writes need none: only an update or delete
+// (whose record may have had blobs) or a record with blobs does. A
+// nil RefStmts prepares per call what it runs. Call it before the write's
+// transaction: preparing needs the writer connection.
+func (a *actor) writeStmts(ctx context.Context, writes []prepared, current bool) (*repo.Writer, *blob.RefStmts, error) {
+	ctx = context.WithoutCancel(ctx)
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.writer == nil {
+		w, err := repo.NewWriter(ctx, a.Writer())
+		if err != nil {
+			return nil, nil, err
 		}
-	})
-	return a.writer, a.refs, a.err
+		a.writer = w
+	}
+	ws := make([]repo.Write, len(writes))
+	refs := false
+	for i, w := range writes {
+		ws[i] = w.Write
+		refs = refs || w.Action != repo.ActionCreate || len(w.blobs) > 0
+	}
+	if err := a.writer.Prepare(ctx, ws, current); err != nil {
+		return nil, nil, err
+	}
+	if refs && a.refs == nil {
+		r, err := blob.PrepareRefs(ctx, a.Writer())
+		if err != nil {
+			return nil, nil, err
+		}
+		a.refs = r
+	}
+	return a.writer, a.refs, nil
 }
 
 // Close closes the statements, then the database.

@@ -128,7 +128,7 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 	defer unlock()
 	var commit *repo.Commit
 	err = s.withActorStore(ctx, did, func(a *actor) error {
-		rw, refStmts, err := a.writeStmts(ctx)
+		rw, refStmts, err := a.writeStmts(ctx, writes, check != nil)
 		if err != nil {
 			return err
 		}

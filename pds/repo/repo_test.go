@@ -588,3 +588,31 @@ func TestKeptTree(t *testing.T) {
 	}
 	f.checkRepo()
 }
+
+// A Writer prepares the statements of updates and deletes only once a
+// write has one (Prepare); a write that runs one not prepared yet still
+// applies, preparing it in its own transaction.
+func TestWriterPreparesOnNeed(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "").withWriter()
+	ctx := t.Context()
+	creates := []repo.Write{create(t, "a", "1"), create(t, "b", "1")}
+	if err := f.w.Prepare(ctx, creates, false); err != nil {
+		t.Fatal(err)
+	}
+	f.mustApply(creates...)
+	base := f.w.NumPrepared()
+	f.mustApply(update(t, "a", "2"), del("b")) // not prepared: per transaction
+	if n := f.w.NumPrepared(); n != base {
+		t.Fatalf("creates and an unprepared update left %d statements prepared, want the %d of creates", n, base)
+	}
+	more := []repo.Write{update(t, "a", "3")}
+	if err := f.w.Prepare(ctx, more, false); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.w.NumPrepared(); n <= base {
+		t.Fatalf("Prepare of an update left %d statements prepared, want more than %d", n, base)
+	}
+	f.mustApply(more...)
+	f.checkRepo()
+}

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -13,8 +14,6 @@ import (
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
-
-	"github.com/fakepds/fakepds/pds/store"
 )
 
 // A write runs the same handful of statements every time, and parsing them
@@ -70,14 +69,26 @@ var stmtSQL = [numStmts]string{
 // prepared once on its writer connection (store.DB.Writer); each write
 // binds them to its transaction. The package-level Apply does the same
 // work preparing them per call.
+//
+// NewWriter prepares only what every write runs; the statements of
+// updates and deletes wait for the first write that has one (Prepare):
+// preparing all of them was ~200 µs of an account's first createRecord,
+// and many accounts of a test suite only ever create.
 type Writer struct {
-	stmts store.Prepared // by stmtID
+	pool *sql.DB
+
+	smu   sync.Mutex
+	stmts [numStmts]*sql.Stmt // nil: not prepared yet
 
 	// The MST of the last commit this Writer made, as it stood in memory
 	// after that write (see kept).
 	mu   sync.Mutex
 	kept *keptTree
 }
+
+// createStmts are the statements a write of creates runs; the rest serve
+// updates and deletes.
+var createStmts = []stmtID{stmtHead, stmtGetBlock, stmtPutBlocks, stmtDelBlock, stmtPutRecord, stmtSetRoot}
 
 // keptTree is a repo's MST after a write: clean (every node's CID known),
 // holding the nodes on the paths written so far. The next write, when the
@@ -120,19 +131,70 @@ func (w *Writer) keep(commit cid.Cid, root *mst.Node) {
 	w.mu.Unlock()
 }
 
-// NewWriter prepares the statements on writer, the actor store's writer
-// pool (one connection). Call it when no transaction holds that
-// connection, such as right after store.Open: preparing needs it.
+// NewWriter prepares the statements of creates on writer, the actor
+// store's writer pool (one connection). Call it, and Prepare, when no
+// transaction holds that connection, such as right after store.Open or
+// before a write begins: preparing needs it.
 func NewWriter(ctx context.Context, writer *sql.DB) (*Writer, error) {
-	stmts, err := store.Prepare(ctx, writer, stmtSQL[:]...)
-	if err != nil {
-		return nil, fmt.Errorf("repo: %w", err)
+	w := &Writer{pool: writer}
+	if err := w.prepare(ctx, createStmts...); err != nil {
+		return nil, err
 	}
-	return &Writer{stmts: stmts}, nil
+	return w, nil
+}
+
+// Prepare prepares what writes will run that is not prepared yet: the
+// statements of updates and deletes when one of them is not a create, or
+// when current is set (the write calls Current). A write that runs a
+// statement not prepared still works: it prepares that one in its
+// transaction, for itself alone.
+func (w *Writer) Prepare(ctx context.Context, writes []Write, current bool) error {
+	if !current && !slices.ContainsFunc(writes, func(w Write) bool { return w.Action != ActionCreate }) {
+		return nil
+	}
+	return w.prepare(ctx, stmtDelReplaced, stmtDelRecord, stmtCurrent)
+}
+
+func (w *Writer) prepare(ctx context.Context, ids ...stmtID) error {
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	for _, id := range ids {
+		if w.stmts[id] != nil {
+			continue
+		}
+		st, err := w.pool.PrepareContext(ctx, stmtSQL[id])
+		if err != nil {
+			return fmt.Errorf("repo: prepare %q: %w", stmtSQL[id], err)
+		}
+		w.stmts[id] = st
+	}
+	return nil
+}
+
+// preparedOrNil is statement id as prepared on the pool, nil if it is
+// not (or w is nil).
+func (w *Writer) preparedOrNil(id stmtID) *sql.Stmt {
+	if w == nil {
+		return nil
+	}
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	return w.stmts[id]
 }
 
 // Close releases the statements; close it before the database.
-func (w *Writer) Close() error { return w.stmts.Close() }
+func (w *Writer) Close() error {
+	w.smu.Lock()
+	defer w.smu.Unlock()
+	var errs []error
+	for i, st := range w.stmts {
+		if st != nil {
+			errs = append(errs, st.Close())
+			w.stmts[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
 
 // Apply is the package-level Apply with the Writer's statements. A nil
 // Writer prepares them per call.
@@ -185,8 +247,8 @@ func (t *txStmts) stmt(id stmtID) (*sql.Stmt, error) {
 		return st, nil
 	}
 	var st *sql.Stmt
-	if t.w != nil {
-		st = t.tx.StmtContext(t.ctx, t.w.stmts[id])
+	if ps := t.w.preparedOrNil(id); ps != nil {
+		st = t.tx.StmtContext(t.ctx, ps)
 	} else {
 		var err error
 		if st, err = t.tx.PrepareContext(t.ctx, stmtSQL[id]); err != nil {
