@@ -32,10 +32,10 @@ type actor struct {
 
 // writeStmts are the account's repo.Writer, with what writes run
 // prepared (current: the write calls Writer.Current), and its
-// blob.RefStmts, nil when writes need none: only an update or delete
-// (whose record may have had blobs) or a record with blobs does. A
-// nil RefStmts prepares per call what it runs. Call it before the write's
-// transaction: preparing needs the writer connection.
+// blob.RefStmts with what writes run prepared: only an update or delete
+// (whose record may have had blobs) or a record with blobs runs any.
+// Call it before the write's transaction: preparing needs the writer
+// connection.
 func (a *actor) writeStmts(ctx context.Context, writes []prepared, current bool) (*repo.Writer, *blob.RefStmts, error) {
 	ctx = context.WithoutCancel(ctx)
 	a.mu.Lock()
@@ -48,20 +48,20 @@ func (a *actor) writeStmts(ctx context.Context, writes []prepared, current bool)
 		a.writer = w
 	}
 	ws := make([]repo.Write, len(writes))
-	refs := false
+	var dissociate, associate bool
 	for i, w := range writes {
 		ws[i] = w.Write
-		refs = refs || w.Action != repo.ActionCreate || len(w.blobs) > 0
+		dissociate = dissociate || w.Action != repo.ActionCreate
+		associate = associate || len(w.blobs) > 0
 	}
 	if err := a.writer.Prepare(ctx, ws, current); err != nil {
 		return nil, nil, err
 	}
-	if refs && a.refs == nil {
-		r, err := blob.PrepareRefs(ctx, a.Writer())
-		if err != nil {
-			return nil, nil, err
-		}
-		a.refs = r
+	if a.refs == nil {
+		a.refs = blob.NewRefStmts(a.Writer())
+	}
+	if err := a.refs.Prepare(ctx, dissociate, associate); err != nil {
+		return nil, nil, err
 	}
 	return a.writer, a.refs, nil
 }

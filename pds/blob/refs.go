@@ -5,10 +5,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
-
-	"github.com/fakepds/fakepds/pds/store"
 )
 
 // Errors of a record's blob refs, which the PDS answers with the
@@ -72,49 +71,115 @@ var refSQL = [numRefStmts]string{
 }
 
 // RefStmts are the statements of Refs prepared on an actor store's writer
-// connection, for every write to bind to its transaction.
+// connection, for every write to bind to its transaction. One not
+// prepared runs prepared per call.
 type RefStmts struct {
-	st store.Prepared // by refStmt
+	pool *sql.DB
+	mu   sync.Mutex
+	st   [numRefStmts]*sql.Stmt // nil: not prepared
 }
 
-// PrepareRefs prepares them on writer (store.DB.Writer), while no
+// PrepareRefs prepares them all on writer (store.DB.Writer), while no
 // transaction holds its one connection.
 func PrepareRefs(ctx context.Context, writer *sql.DB) (*RefStmts, error) {
-	st, err := store.Prepare(ctx, writer, refSQL[:]...)
-	if err != nil {
-		return nil, fmt.Errorf("blob: %w", err)
+	s := NewRefStmts(writer)
+	if err := s.prepare(ctx, refDissociate, refAssociate, refLookup, refPermanent, refCollect); err != nil {
+		return nil, err
 	}
-	return &RefStmts{st: st}, nil
+	return s, nil
+}
+
+// NewRefStmts is RefStmts for writer with nothing prepared yet: Prepare
+// prepares what a write needs, before its transaction. Most writes create
+// records without blobs and need none.
+func NewRefStmts(writer *sql.DB) *RefStmts { return &RefStmts{pool: writer} }
+
+// Prepare prepares, while no transaction holds the writer connection, the
+// statements of Dissociate (dissociate: the write updates or deletes a
+// record) and of Associate (associate: it names blobs). Collect's runs
+// prepared per call until a write names blobs: it has work only when a
+// dissociated record had some.
+func (s *RefStmts) Prepare(ctx context.Context, dissociate, associate bool) error {
+	var ids []refStmt
+	if dissociate {
+		ids = append(ids, refDissociate)
+	}
+	if associate {
+		ids = append(ids, refAssociate, refLookup, refPermanent, refCollect)
+	}
+	return s.prepare(ctx, ids...)
+}
+
+func (s *RefStmts) prepare(ctx context.Context, ids ...refStmt) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		if s.st[id] != nil {
+			continue
+		}
+		st, err := s.pool.PrepareContext(ctx, refSQL[id])
+		if err != nil {
+			return fmt.Errorf("blob: prepare %q: %w", refSQL[id], err)
+		}
+		s.st[id] = st
+	}
+	return nil
 }
 
 // Close releases the statements; close it before the database.
-func (s *RefStmts) Close() error { return s.st.Close() }
+func (s *RefStmts) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var errs []error
+	for i, st := range s.st {
+		if st != nil {
+			errs = append(errs, st.Close())
+			s.st[i] = nil
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// stmt is statement id bound to r's transaction, nil when it is not
+// prepared (the caller runs its SQL on the transaction).
+func (r *Refs) stmt(ctx context.Context, id refStmt) *sql.Stmt {
+	if r.stmts == nil {
+		return nil
+	}
+	r.stmts.mu.Lock()
+	st := r.stmts.st[id]
+	r.stmts.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return r.tx.StmtContext(ctx, st)
+}
 
 // Statements run detached from ctx's cancellation: they are short, and
 // modernc would watch a cancellable ctx with a goroutine per statement.
 
 func (r *Refs) query(ctx context.Context, id refStmt, args ...any) (*sql.Rows, error) {
 	ctx = context.WithoutCancel(ctx)
-	if r.stmts == nil {
-		return r.tx.QueryContext(ctx, refSQL[id], args...)
+	if st := r.stmt(ctx, id); st != nil {
+		return st.QueryContext(ctx, args...)
 	}
-	return r.tx.StmtContext(ctx, r.stmts.st[id]).QueryContext(ctx, args...)
+	return r.tx.QueryContext(ctx, refSQL[id], args...)
 }
 
 func (r *Refs) queryRow(ctx context.Context, id refStmt, args ...any) *sql.Row {
 	ctx = context.WithoutCancel(ctx)
-	if r.stmts == nil {
-		return r.tx.QueryRowContext(ctx, refSQL[id], args...)
+	if st := r.stmt(ctx, id); st != nil {
+		return st.QueryRowContext(ctx, args...)
 	}
-	return r.tx.StmtContext(ctx, r.stmts.st[id]).QueryRowContext(ctx, args...)
+	return r.tx.QueryRowContext(ctx, refSQL[id], args...)
 }
 
 func (r *Refs) exec(ctx context.Context, id refStmt, args ...any) (sql.Result, error) {
 	ctx = context.WithoutCancel(ctx)
-	if r.stmts == nil {
-		return r.tx.ExecContext(ctx, refSQL[id], args...)
+	if st := r.stmt(ctx, id); st != nil {
+		return st.ExecContext(ctx, args...)
 	}
-	return r.tx.StmtContext(ctx, r.stmts.st[id]).ExecContext(ctx, args...)
+	return r.tx.ExecContext(ctx, refSQL[id], args...)
 }
 
 // Dissociate forgets the blob refs of recordURI (an updated or deleted

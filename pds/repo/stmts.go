@@ -144,15 +144,22 @@ func NewWriter(ctx context.Context, writer *sql.DB) (*Writer, error) {
 }
 
 // Prepare prepares what writes will run that is not prepared yet: the
-// statements of updates and deletes when one of them is not a create, or
-// when current is set (the write calls Current). A write that runs a
-// statement not prepared still works: it prepares that one in its
-// transaction, for itself alone.
+// statement of Current when current is set, of an update's replaced
+// block when there is an update, of a record's deletion when there is a
+// delete. A write that runs a statement not prepared still works: it
+// prepares that one in its transaction, for itself alone.
 func (w *Writer) Prepare(ctx context.Context, writes []Write, current bool) error {
-	if !current && !slices.ContainsFunc(writes, func(w Write) bool { return w.Action != ActionCreate }) {
-		return nil
+	var ids []stmtID
+	if current {
+		ids = append(ids, stmtCurrent)
 	}
-	return w.prepare(ctx, stmtDelReplaced, stmtDelRecord, stmtCurrent)
+	if slices.ContainsFunc(writes, func(w Write) bool { return w.Action == ActionUpdate }) {
+		ids = append(ids, stmtDelReplaced)
+	}
+	if slices.ContainsFunc(writes, func(w Write) bool { return w.Action == ActionDelete }) {
+		ids = append(ids, stmtDelRecord)
+	}
+	return w.prepare(ctx, ids...)
 }
 
 func (w *Writer) prepare(ctx context.Context, ids ...stmtID) error {
