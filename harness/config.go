@@ -12,10 +12,11 @@ import (
 // server to start.
 func ServerConfig(v env.Vars) pds.Config {
 	cfg := pds.Config{
-		Addr:          v.Addr,
-		DataDir:       v.Dir,
-		Fsync:         v.Fsync,
-		AdminPassword: v.AdminPassword,
+		Addr:            v.Addr,
+		DataDir:         v.Dir,
+		Fsync:           v.Fsync,
+		AdminPassword:   v.AdminPassword,
+		ActorStoreCache: v.ActorStoreCache,
 	}
 	if v.LogLevel != nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: *v.LogLevel}))

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 )
 
@@ -16,15 +17,16 @@ const Prefix = "HARNESS_PDS_"
 
 // Names of the variables, for messages and docs.
 const (
-	Fsync         = "HARNESS_PDS_FSYNC"
-	URL           = "HARNESS_PDS_URL"
-	PLCURL        = "HARNESS_PDS_PLC_URL"
-	AdminPassword = "HARNESS_PDS_ADMIN_PASSWORD"
-	Dir           = "HARNESS_PDS_DIR"
-	Backend       = "HARNESS_PDS_BACKEND"
-	Stats         = "HARNESS_PDS_STATS"
-	Log           = "HARNESS_PDS_LOG"
-	Addr          = "HARNESS_PDS_ADDR"
+	Fsync           = "HARNESS_PDS_FSYNC"
+	URL             = "HARNESS_PDS_URL"
+	PLCURL          = "HARNESS_PDS_PLC_URL"
+	AdminPassword   = "HARNESS_PDS_ADMIN_PASSWORD"
+	Dir             = "HARNESS_PDS_DIR"
+	Backend         = "HARNESS_PDS_BACKEND"
+	Stats           = "HARNESS_PDS_STATS"
+	Log             = "HARNESS_PDS_LOG"
+	Addr            = "HARNESS_PDS_ADDR"
+	ActorStoreCache = "HARNESS_PDS_ACTOR_STORE_CACHE"
 )
 
 // Var documents one variable; Table lists them all, in the order --help
@@ -47,6 +49,7 @@ var Table = []Var{
 	{Stats, "0", "1: print per-method server-side stats (count, p50, p95, mean) when the test binary ends."},
 	{Log, "warn", "Server log level on stderr: debug, info or warn. Unset: warn (warnings and errors only)."},
 	{Addr, "localhost:0", "Listen address (HOST:PORT) of the server the binary or harness starts. Its URL names this host as given (a name stays a name); unset, a free loopback port named http://localhost:PORT, which relays accept."},
+	{ActorStoreCache, "256", "How many actor stores (one SQLite file per account) the server the binary or harness starts keeps open at once. Past it, the least recently used idle one is closed; when all are in use, a request for another account waits for one and answers 503 NotEnoughResources after 10 s. A suite that uses more accounts at a time wants more. A positive integer; unset or empty: 256."},
 }
 
 // Vars holds the parsed variables.
@@ -62,6 +65,9 @@ type Vars struct {
 	// but for warnings.
 	LogLevel *slog.Level
 	Addr     string
+	// ActorStoreCache is 0 when HARNESS_PDS_ACTOR_STORE_CACHE is unset:
+	// the server's default.
+	ActorStoreCache int
 }
 
 // Read parses the process environment.
@@ -89,6 +95,11 @@ func Parse(lookup func(string) (string, bool)) (Vars, error) {
 	v.AdminPassword = get(AdminPassword)
 	v.Dir = get(Dir)
 	v.Addr = get(Addr)
+	if n := get(ActorStoreCache); n != "" {
+		if v.ActorStoreCache, err = strconv.Atoi(n); err != nil || v.ActorStoreCache < 1 {
+			return Vars{}, fmt.Errorf("%s=%q: accepted values are a positive integer, empty or unset (256)", ActorStoreCache, n)
+		}
+	}
 	switch b := get(Backend); b {
 	case "", "inprocess", "reference", "docker":
 		v.Backend = b

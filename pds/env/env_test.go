@@ -72,6 +72,38 @@ func TestDefaultsAndOthers(t *testing.T) {
 	}
 }
 
+func TestActorStoreCache(t *testing.T) {
+	for _, tc := range []struct {
+		value string // "unset": not in the environment
+		want  int
+		bad   bool
+	}{
+		{value: "unset", want: 0},
+		{value: "", want: 0},
+		{value: " 1000 ", want: 1000},
+		{value: "1", want: 1},
+		{value: "0", bad: true},
+		{value: "-5", bad: true},
+		{value: "1e3", bad: true},
+		{value: "many", bad: true},
+	} {
+		m := map[string]string{}
+		if tc.value != "unset" {
+			m[env.ActorStoreCache] = tc.value
+		}
+		v, err := env.Parse(lookup(m))
+		if tc.bad {
+			if err == nil || !strings.Contains(err.Error(), env.ActorStoreCache) || !strings.Contains(err.Error(), "positive integer") {
+				t.Errorf("%q: err = %v, want one naming %s and its accepted values", tc.value, err, env.ActorStoreCache)
+			}
+			continue
+		}
+		if err != nil || v.ActorStoreCache != tc.want {
+			t.Errorf("%q: ActorStoreCache = %d, %v; want %d", tc.value, v.ActorStoreCache, err, tc.want)
+		}
+	}
+}
+
 func TestTableIsComplete(t *testing.T) {
 	seen := map[string]bool{}
 	for _, v := range env.Table {
@@ -80,7 +112,7 @@ func TestTableIsComplete(t *testing.T) {
 		}
 		seen[v.Name] = true
 	}
-	for _, n := range []string{env.Fsync, env.URL, env.PLCURL, env.AdminPassword, env.Dir, env.Backend, env.Stats, env.Log, env.Addr} {
+	for _, n := range []string{env.Fsync, env.URL, env.PLCURL, env.AdminPassword, env.Dir, env.Backend, env.Stats, env.Log, env.Addr, env.ActorStoreCache} {
 		if !seen[n] {
 			t.Errorf("Table lacks %s", n)
 		}

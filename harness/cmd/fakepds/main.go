@@ -1,7 +1,7 @@
 // Command fakepds runs an AT Protocol PDS for tests.
 //
-//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL] [--public-url URL] [--dir DIR] [--fixtures FILE] [--env]
-//	fakepds exec  [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL] [--public-url URL] [--dir DIR] [--fixtures FILE] -- CMD ARGS...
+//	fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL] [--public-url URL] [--dir DIR] [--actor-store-cache N] [--fixtures FILE] [--seed N] [--env]
+//	fakepds exec  [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL] [--public-url URL] [--dir DIR] [--actor-store-cache N] [--fixtures FILE] [--seed N] -- CMD ARGS...
 //
 // Once the server answers, serve prints exactly one JSON line on stdout
 // (see docs/development.md: tools in other languages rely on it) and runs
@@ -117,6 +117,14 @@ func (s *server) flags(fs *flag.FlagSet) {
 	fs.StringVar(&s.cfg.PLCURL, "plc", s.cfg.PLCURL, "`URL` of an existing PLC directory (another fakepds's plcUrl) to use instead of serving one")
 	fs.StringVar(&s.cfg.PublicURL, "public-url", s.cfg.PublicURL, "PDS endpoint published in DID documents when it is not the listen URL (a proxy, a name containers reach)")
 	fs.StringVar(&s.cfg.DataDir, "dir", s.cfg.DataDir, "data directory, kept after exit (default: a temporary one, removed; or "+env.Dir+")")
+	fs.Func("actor-store-cache", "how many actor stores (a SQLite file per account) are kept open at once; a request for another account waits for one once all are in use (default 256, or "+env.ActorStoreCache+")", func(v string) error {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			return errors.New("want a positive integer")
+		}
+		s.cfg.ActorStoreCache = n
+		return nil
+	})
 	fs.StringVar(&s.fixtures, "fixtures", "", "fixture `FILE` to load once the server answers (see fixtures/README.md)")
 	fs.Func("seed", "reproducible run: keys, DIDs, tokens and ids drawn from `N`, the clock frozen at "+harness.SeedEpoch.Format(time.RFC3339)+" (moved by the control plane); DID documents name "+harness.SeededPublicURL+" unless --addr has a fixed port or --public-url is set; from an empty data dir (docs/harness.md)", func(v string) error {
 		n, err := strconv.ParseUint(v, 10, 64)
@@ -126,6 +134,16 @@ func (s *server) flags(fs *flag.FlagSet) {
 		s.seed = &n
 		return nil
 	})
+}
+
+// newServer is command name's server, configured from vars, and its flags
+// (which, once parsed, override vars).
+func newServer(name string, vars env.Vars, stderr io.Writer) (*server, *flag.FlagSet) {
+	s := &server{cfg: harness.ServerConfig(vars)}
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	s.flags(fs)
+	return s, fs
 }
 
 // start starts the server and loads the fixture, if any.
@@ -211,10 +229,7 @@ func serve(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	s := server{cfg: harness.ServerConfig(vars)}
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	s.flags(fs)
+	s, fs := newServer("serve", vars, stderr)
 	envLines := fs.Bool("env", false, "print `export HARNESS_PDS_...` lines for a shell instead of the JSON line")
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -294,10 +309,7 @@ func execute(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "fakepds:", err)
 		return exitPDSFailed
 	}
-	s := server{cfg: harness.ServerConfig(vars)}
-	fs := flag.NewFlagSet("exec", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	s.flags(fs)
+	s, fs := newServer("exec", vars, stderr)
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: fakepds exec [flags] -- CMD ARGS...")
 		fs.PrintDefaults()
@@ -384,8 +396,8 @@ func usage(w io.Writer) {
 
 Usage:
   fakepds serve [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL]
-                [--public-url URL] [--dir DIR] [--fixtures FILE] [--seed N]
-                [--env]
+                [--public-url URL] [--dir DIR] [--actor-store-cache N]
+                [--fixtures FILE] [--seed N] [--env]
       Serve until SIGINT or SIGTERM. Once the server answers (and the
       fixture, if any, is loaded), print one JSON line on stdout:
       {"url", "plcUrl", "adminPassword", "fsync", "dir", "jetstreamUrl",
@@ -403,6 +415,11 @@ Usage:
                        server serves no PLC listener; its plcUrl is URL.
       --public-url URL the PDS endpoint DID documents publish, when it
                        is not the listen URL.
+      --actor-store-cache N
+                       keep N actor stores (a SQLite file per account)
+                       open, default 256 (HARNESS_PDS_ACTOR_STORE_CACHE):
+                       with all N in use, a request for another account
+                       waits, then answers 503 NotEnoughResources.
       --fixtures FILE  load a fixture (fixtures/README.md) with its own
                        handles; a kept --dir remembers it and is not
                        loaded twice.
@@ -423,8 +440,8 @@ Usage:
           . ./pds.env    # go test ./... now attaches to it; kill %1 ends it
 
   fakepds exec [--addr HOST:PORT] [--plc-addr HOST:PORT | --plc URL]
-               [--public-url URL] [--dir DIR] [--fixtures FILE] [--seed N]
-               -- CMD ARGS...
+               [--public-url URL] [--dir DIR] [--actor-store-cache N]
+               [--fixtures FILE] [--seed N] -- CMD ARGS...
       Start one PDS, run CMD with HARNESS_PDS_URL, HARNESS_PDS_PLC_URL and
       HARNESS_PDS_ADMIN_PASSWORD set (so "fakepds exec -- go test ./..."
       shares one PDS among all packages), stop the PDS when CMD ends and

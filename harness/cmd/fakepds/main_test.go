@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -126,6 +127,47 @@ func TestBadFsyncValueFailsStartup(t *testing.T) {
 	}
 	if !strings.Contains(string(out), env.Fsync) || !strings.Contains(string(out), "accepted values") {
 		t.Fatalf("error does not name the variable and its values:\n%s", out)
+	}
+}
+
+// HARNESS_PDS_ACTOR_STORE_CACHE and --actor-store-cache reach the Config
+// serve and exec start their server with; the flag wins over the variable.
+func TestActorStoreCacheReachesConfig(t *testing.T) {
+	vars, err := env.Parse(func(k string) (string, bool) {
+		if k == env.ActorStoreCache {
+			return "1000", true
+		}
+		return "", false
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cmd := range []string{"serve", "exec"} {
+		for _, tc := range []struct {
+			vars env.Vars
+			args []string
+			want int
+		}{
+			{env.Vars{}, nil, 0}, // pds.New's default
+			{vars, nil, 1000},
+			{env.Vars{}, []string{"--actor-store-cache", "7"}, 7},
+			{vars, []string{"--actor-store-cache=7"}, 7},
+		} {
+			s, fs := newServer(cmd, tc.vars, io.Discard)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			if s.cfg.ActorStoreCache != tc.want {
+				t.Errorf("%s %q with %s=%d: ActorStoreCache %d, want %d", cmd, tc.args, env.ActorStoreCache, tc.vars.ActorStoreCache, s.cfg.ActorStoreCache, tc.want)
+			}
+		}
+		for _, bad := range []string{"0", "-1", "lots"} {
+			var stderr bytes.Buffer
+			_, fs := newServer(cmd, env.Vars{}, &stderr)
+			if err := fs.Parse([]string{"--actor-store-cache", bad}); err == nil || !strings.Contains(stderr.String(), "positive integer") {
+				t.Errorf("%s --actor-store-cache %s: err %v, stderr %q", cmd, bad, err, stderr.String())
+			}
+		}
 	}
 }
 
