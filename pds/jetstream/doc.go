@@ -10,8 +10,12 @@
 // commit op, the record rendered to JSON from the commit's CAR blocks by
 // the atproto data model). Replay and live are one walk, so there is no gap
 // and no duplicate between them, and nothing is queued per subscriber: a
-// live subscriber that falls more than Options.MaxBacklog events behind,
-// or does not read a frame for Options.WriteTimeout, is cut off.
+// live subscriber that falls more than Options.MaxBacklog events behind
+// (checked before each frame) is cut off after the frames already sent,
+// with v2's ConsumerTooSlow error frame and a close 1008, and one whose
+// socket takes nothing for Options.WriteTimeout is let go. Its socket's
+// send buffer is bounded (Options.SendBuffer), so a slow reader's writes
+// wake as it reads, and a stalled one holds little in the kernel.
 //
 // # Times and cursors
 //

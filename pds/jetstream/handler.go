@@ -19,6 +19,7 @@ import (
 	"github.com/gorilla/websocket"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/fakepds/fakepds/internal/sockbuf"
 	"github.com/fakepds/fakepds/pds/clock"
 	"github.com/fakepds/fakepds/pds/jsvalue"
 	"github.com/fakepds/fakepds/pds/sequencer"
@@ -35,12 +36,21 @@ type Options struct {
 	Lookback time.Duration
 	// MaxBacklog is how many sequencer events a live subscriber may fall
 	// behind the head before it is cut off (default 50,000: the size of
-	// the legacy Jetstream's per-subscriber outbox).
+	// the legacy Jetstream's per-subscriber outbox). The backlog is the
+	// events sequenced and not yet handed to its socket, checked before
+	// each frame, so a reader whose socket holds up the writes is cut at
+	// the next frame, after those already sent.
 	MaxBacklog int64
-	// WriteTimeout bounds one frame's write (default 10 s, Jetstream's).
+	// WriteTimeout bounds one frame's write, the error frame's and the
+	// close's (default 10 s, Jetstream's): a subscriber that takes nothing
+	// for this long is let go.
 	WriteTimeout time.Duration
-	Clock        clock.Clock
-	Logger       *slog.Logger
+	// SendBuffer is the kernel send buffer of a subscriber's socket
+	// (sockbuf.SubscriberSend when zero; negative: the system's), what a
+	// subscriber that stops reading holds in the kernel.
+	SendBuffer int
+	Clock      clock.Clock
+	Logger     *slog.Logger
 }
 
 // Handler serves /subscribe from a sequencer.
@@ -68,6 +78,9 @@ func New(seq *sequencer.Sequencer, opts Options) *Handler {
 	}
 	if opts.WriteTimeout == 0 {
 		opts.WriteTimeout = 10 * time.Second
+	}
+	if opts.SendBuffer == 0 {
+		opts.SendBuffer = sockbuf.SubscriberSend
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.Real{}
@@ -175,6 +188,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, sub *subscriptio
 		return // the upgrader has answered
 	}
 	defer conn.Close()
+	_ = sockbuf.SetSendBuffer(conn.NetConn(), h.opts.SendBuffer)
 	ctx, cancel := context.WithCancel(context.WithoutCancel(r.Context()))
 	defer cancel()
 	if !h.track(conn, cancel) {
@@ -211,10 +225,7 @@ func (h *Handler) serve(w http.ResponseWriter, r *http.Request, sub *subscriptio
 	if err := h.stream(ctx, sub, start, changed); err != nil && ctx.Err() == nil {
 		var slow tooSlow
 		if errors.As(err, &slow) {
-			if sub.v2 {
-				_ = h.writeFrame(sub, errorFrame("ConsumerTooSlow", slow.Error()))
-			}
-			h.closeWith(conn, websocket.ClosePolicyViolation, slow.Error())
+			h.cut(sub, ctx.Done(), slow)
 			return
 		}
 		h.opts.Logger.Debug("jetstream subscriber ended", "err", err)
@@ -253,6 +264,31 @@ func (h *Handler) read(sub *subscription) {
 		}
 		sub.filter.Store(f)
 		sub.helloed.Do(func() { close(sub.hello) })
+	}
+}
+
+// cut ends a subscriber too slow: v2's ConsumerTooSlow error frame (v1,
+// as Jetstream's, has none), the close 1008, then the client's close is
+// awaited (gone, WriteTimeout at most). Both frames queue behind what the
+// socket holds: a slow reader reaches them once it has read that, and
+// each write gets the full WriteTimeout to wait for room.
+func (h *Handler) cut(sub *subscription, gone <-chan struct{}, slow tooSlow) {
+	if sub.v2 {
+		if err := h.writeFrame(sub, errorFrame("ConsumerTooSlow", slow.Error())); err != nil {
+			return
+		}
+	}
+	msg := websocket.FormatCloseMessage(websocket.ClosePolicyViolation, slow.Error())
+	if err := sub.conn.WriteControl(websocket.CloseMessage, msg, time.Now().Add(h.opts.WriteTimeout)); err != nil {
+		return
+	}
+	// Closing at once could reset the connection when the client's close
+	// reply arrives, and a reset may drop what its kernel holds unread.
+	t := time.NewTimer(h.opts.WriteTimeout)
+	defer t.Stop()
+	select {
+	case <-gone:
+	case <-t.C:
 	}
 }
 
@@ -419,31 +455,25 @@ const pageSize = 500
 // stream walks the event log from start and sends what the subscriber
 // wants, then follows the log live.
 func (h *Handler) stream(ctx context.Context, sub *subscription, start position, changed <-chan struct{}) error {
-	last, from := start.after, start.from
-	w := walk{revs: map[string]string{}}
-	caughtUp := false // the first page may hold events before the head: no backlog check
+	from := start.from
+	w := walk{revs: map[string]string{}, last: start.after}
 	ping := time.NewTicker(30 * time.Second)
 	defer ping.Stop()
 	for {
-		stored, err := h.seq.After(ctx, last, pageSize)
+		stored, err := h.seq.After(ctx, w.last, pageSize)
 		if err != nil {
 			return err
-		}
-		if len(stored) > 0 && caughtUp {
-			if head, err := h.seq.Head(ctx); err == nil && head-last > h.opts.MaxBacklog {
-				return tooSlow{head - last}
-			}
 		}
 		for _, e := range stored {
 			if err := h.send(ctx, sub, e, &w, &from); err != nil {
 				return err
 			}
-			last = e.Seq
+			w.last = e.Seq
 		}
 		if len(stored) == pageSize {
 			continue // more to replay
 		}
-		caughtUp = true
+		w.live = true
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
@@ -457,11 +487,14 @@ func (h *Handler) stream(ctx context.Context, sub *subscription, start position,
 	}
 }
 
-// walk is what a subscriber's walk of the log keeps: its stamper, and
-// (v2) the rev each repo's last #commit or #sync gave so far.
+// walk is what a subscriber's walk of the log keeps: its stamper, (v2)
+// the rev each repo's last #commit or #sync gave so far, and how far it
+// has gone.
 type walk struct {
 	stamper
 	revs map[string]string
+	last int64 // the seq of the last event handed to the socket whole
+	live bool  // caught up once: from now on the backlog is bounded
 }
 
 // send stamps one stored event's Jetstream events and writes those the
@@ -504,6 +537,14 @@ func (h *Handler) send(ctx context.Context, sub *subscription, e sequencer.Store
 		}
 		if f.maxSize > 0 && len(msg) > f.maxSize {
 			continue // as Jetstream: measured before compression
+		}
+		if w.live {
+			// Checked before each frame, as the legacy Jetstream's outbox
+			// filled per event: a reader whose socket holds up the
+			// writes falls behind while it waits, and is cut here.
+			if head, err := h.seq.Head(ctx); err == nil && head-w.last > h.opts.MaxBacklog {
+				return tooSlow{head - w.last}
+			}
 		}
 		if err := h.writeFrame(sub, msg); err != nil {
 			return err
