@@ -206,13 +206,13 @@ func recordJSON(raw []byte) (json.RawMessage, error) {
 }
 
 // stamper gives time_us along a walk of the event log in seq order: the
-// latest sequenced millisecond seen so far (racing writes take their times
-// before the sequencer's lock, so times are not quite in seq order) times
-// 1000, plus the event's place among the events (ops, and identity,
-// account and #sync events) stamped with that millisecond (saturating at
-// 999). time_us never goes down, and a walk that starts
-// more than the largest such race before an event stamps it as any other
-// such walk does.
+// event's sequenced millisecond times 1000, plus its place among the
+// events (ops, and identity, account and #sync events) of that
+// millisecond (saturating at 999). A walk that starts before an event's
+// millisecond stamps it as any other such walk does (see walkBefore).
+// Times never go back in seq order; the latest millisecond seen is taken
+// all the same, so that time_us never goes down in a log written before
+// the sequencer kept them so.
 type stamper struct {
 	ms   int64
 	next int64

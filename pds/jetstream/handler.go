@@ -428,17 +428,16 @@ func (h *Handler) start(ctx context.Context, raw string, v2 bool) (position, err
 		}
 		outdated, n = CursorOf(last+1, 0), floor
 	}
-	after, err := h.seq.LastBefore(ctx, time.UnixMicro(n).Add(-raceBound))
+	// The walk starts before the first event of n's millisecond.
+	after, err := h.seq.LastBefore(ctx, time.UnixMilli(n/1000))
 	return position{after: after, from: func(e *Event) bool { return e.TimeUS >= n }, outdated: outdated}, err
 }
 
-// raceBound is more than the time between a write taking its time and
-// the sequencer appending it; a walk starts this long before the first
-// event it needs to stamp (see stamper).
-const raceBound = time.Second
-
 // walkBefore is the seq to walk from so that the event at seq is stamped
-// as every walk stamps it.
+// as every walk stamps it: the last before its millisecond, since the
+// stamper counts the events of a millisecond from its first. Times never
+// go back in seq order (the sequencer keeps them so), so every event
+// between that one and seq has seq's millisecond.
 func (h *Handler) walkBefore(ctx context.Context, seq int64) (int64, error) {
 	if seq == 0 {
 		return 0, nil
@@ -447,7 +446,7 @@ func (h *Handler) walkBefore(ctx context.Context, seq int64) (int64, error) {
 	if err != nil || len(evs) == 0 {
 		return seq, err
 	}
-	return h.seq.LastBefore(ctx, evs[0].Time.Add(-raceBound))
+	return h.seq.LastBefore(ctx, evs[0].Time)
 }
 
 const pageSize = 500

@@ -179,30 +179,41 @@ func TestFiltersAndCursors(t *testing.T) {
 	expect(t, all, "account:did:plc:c")
 }
 
-// Writes that race take their times before the sequencer's lock, so a
-// later seq can carry an earlier time: time_us still grows, and a cursor
-// at any event's time_us replays it and what follows.
-func TestTimesOutOfOrder(t *testing.T) {
+// Events share milliseconds (a write that took its time before another's
+// is given the newer one by the sequencer): a walk from any event's
+// time_us cursor or seq cursor starts before its millisecond, so it
+// stamps that event and what follows as the walk from 0 does, and
+// time_us grows along the stream.
+func TestCursorsWithinAMillisecond(t *testing.T) {
 	f := setup(t, jetstream.Options{})
 	// In the past: a cursor after now is live.
 	t0 := time.Now().Add(-time.Second).Truncate(time.Millisecond)
 	for i, at := range []time.Duration{0, 3, 2, 2, 5, 1, 6} {
-		f.append(t, t0.Add(at*time.Millisecond), sequencer.Identity(fmt.Sprintf("did:plc:e%d", i), ""))
+		evs := []sequencer.Event{sequencer.Identity(fmt.Sprintf("did:plc:e%d", i), "")}
+		if i == 4 {
+			evs = append(evs, sequencer.Account(fmt.Sprintf("did:plc:e%d", i), ""))
+		}
+		f.append(t, t0.Add(at*time.Millisecond), evs...)
 	}
 	c := f.dial(t, "?cursor=0")
 	var evs []jetstream.Event
-	for range 7 {
+	for range 8 {
 		e, _ := read(t, c)
 		if len(evs) > 0 && e.TimeUS <= evs[len(evs)-1].TimeUS {
 			t.Fatalf("time_us %d after %d", e.TimeUS, evs[len(evs)-1].TimeUS)
 		}
 		evs = append(evs, e)
 	}
+	if ms := t0.UnixMilli() * 1000; evs[3].TimeUS != ms+3002 || evs[6].TimeUS != ms+5002 {
+		t.Fatalf("time_us %d and %d, want the third of +3 ms (%d) and of +5 ms (%d)", evs[3].TimeUS, evs[6].TimeUS, ms+3002, ms+5002)
+	}
 	for i, e := range evs {
-		r := f.dial(t, fmt.Sprint("?cursor=", e.TimeUS))
-		for _, want := range evs[i:] {
-			if got, _ := read(t, r); got.DID != want.DID || got.TimeUS != want.TimeUS {
-				t.Fatalf("from %d: %s at %d, want %s at %d", e.TimeUS, got.DID, got.TimeUS, want.DID, want.TimeUS)
+		for _, cursor := range []int64{e.TimeUS, e.Cursor} {
+			r := f.dial(t, fmt.Sprint("?cursor=", cursor))
+			for _, want := range evs[i:] {
+				if got, _ := read(t, r); got.Kind != want.Kind || got.DID != want.DID || got.TimeUS != want.TimeUS {
+					t.Fatalf("from %d: %s %s at %d, want %s %s at %d", cursor, got.Kind, got.DID, got.TimeUS, want.Kind, want.DID, want.TimeUS)
+				}
 			}
 		}
 	}
