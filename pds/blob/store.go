@@ -235,8 +235,8 @@ func (s *Store) Commit(ctx context.Context, db *store.DB, st *Staged, now time.T
 			return fmt.Errorf("blob: %w", err)
 		}
 		if s.fsync {
-			if err := syncDir(dir); err != nil {
-				return err
+			if err := store.SyncDir(dir); err != nil {
+				return fmt.Errorf("blob: %w", err)
 			}
 		}
 		err = track(ctx, tx, ref, referenced, now, newTempKey(s.Rand), nil)
@@ -460,27 +460,12 @@ func (s *Store) ensureDir(dir string) error {
 	}
 	for d := dir; ; {
 		parent := filepath.Dir(d)
-		if err := syncDir(parent); err != nil {
-			return err
+		if err := store.SyncDir(parent); err != nil {
+			return fmt.Errorf("blob: %w", err)
 		}
 		if d == s.dir || parent == d {
 			return nil
 		}
 		d = parent
 	}
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("blob: %w", err)
-	}
-	err = d.Sync()
-	if cerr := d.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return fmt.Errorf("blob: sync %s: %w", dir, err)
-	}
-	return nil
 }
