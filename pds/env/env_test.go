@@ -12,37 +12,41 @@ func lookup(m map[string]string) func(string) (string, bool) {
 	return func(k string) (string, bool) { v, ok := m[k]; return v, ok }
 }
 
+// unset, as a value for parsed, leaves the variable out.
+const unset = "\x00unset"
+
+// parsed is what Parse makes of an environment holding name=value alone.
+func parsed(t *testing.T, name, value string) env.Vars {
+	t.Helper()
+	m := map[string]string{}
+	if value != unset {
+		m[name] = value
+	}
+	v, err := env.Parse(lookup(m))
+	if err != nil {
+		t.Fatalf("%s=%q: %v", name, value, err)
+	}
+	return v
+}
+
+// rejects checks that name=value fails Parse with an error naming the
+// variable and the values it accepts.
+func rejects(t *testing.T, name, value string) {
+	t.Helper()
+	_, err := env.Parse(lookup(map[string]string{name: value}))
+	if err == nil || !strings.Contains(err.Error(), name) || !strings.Contains(err.Error(), "accepted values") {
+		t.Errorf("%s=%q: err = %v, want one naming the variable and its accepted values", name, value, err)
+	}
+}
+
 func TestFsync(t *testing.T) {
-	for _, tc := range []struct {
-		set   bool
-		value string
-		want  bool
-		bad   bool
-	}{
-		{set: false, want: false},
-		{set: true, value: "", want: false},
-		{set: true, value: "0", want: false},
-		{set: true, value: " 1 ", want: true},
-		{set: true, value: "1", want: true},
-		{set: true, value: "true", bad: true},
-		{set: true, value: "yes", bad: true},
-		{set: true, value: "2", bad: true},
-		{set: true, value: "off", bad: true},
-	} {
-		m := map[string]string{}
-		if tc.set {
-			m[env.Fsync] = tc.value
+	for value, want := range map[string]bool{unset: false, "": false, "0": false, " 1 ": true, "1": true} {
+		if got := parsed(t, env.Fsync, value).Fsync; got != want {
+			t.Errorf("%q: Fsync = %v, want %v", value, got, want)
 		}
-		v, err := env.Parse(lookup(m))
-		if tc.bad {
-			if err == nil || !strings.Contains(err.Error(), env.Fsync) || !strings.Contains(err.Error(), "accepted values") {
-				t.Errorf("%q: err = %v, want one naming %s and its accepted values", tc.value, err, env.Fsync)
-			}
-			continue
-		}
-		if err != nil || v.Fsync != tc.want {
-			t.Errorf("%q: Fsync = %v, %v; want %v", tc.value, v.Fsync, err, tc.want)
-		}
+	}
+	for _, bad := range []string{"true", "yes", "2", "off"} {
+		rejects(t, env.Fsync, bad)
 	}
 }
 
@@ -73,34 +77,13 @@ func TestDefaultsAndOthers(t *testing.T) {
 }
 
 func TestActorStoreCache(t *testing.T) {
-	for _, tc := range []struct {
-		value string // "unset": not in the environment
-		want  int
-		bad   bool
-	}{
-		{value: "unset", want: 0},
-		{value: "", want: 0},
-		{value: " 1000 ", want: 1000},
-		{value: "1", want: 1},
-		{value: "0", bad: true},
-		{value: "-5", bad: true},
-		{value: "1e3", bad: true},
-		{value: "many", bad: true},
-	} {
-		m := map[string]string{}
-		if tc.value != "unset" {
-			m[env.ActorStoreCache] = tc.value
+	for value, want := range map[string]int{unset: 0, "": 0, " 1000 ": 1000, "1": 1} {
+		if got := parsed(t, env.ActorStoreCache, value).ActorStoreCache; got != want {
+			t.Errorf("%q: ActorStoreCache = %d, want %d", value, got, want)
 		}
-		v, err := env.Parse(lookup(m))
-		if tc.bad {
-			if err == nil || !strings.Contains(err.Error(), env.ActorStoreCache) || !strings.Contains(err.Error(), "positive integer") {
-				t.Errorf("%q: err = %v, want one naming %s and its accepted values", tc.value, err, env.ActorStoreCache)
-			}
-			continue
-		}
-		if err != nil || v.ActorStoreCache != tc.want {
-			t.Errorf("%q: ActorStoreCache = %d, %v; want %d", tc.value, v.ActorStoreCache, err, tc.want)
-		}
+	}
+	for _, bad := range []string{"0", "-5", "1e3", "many"} {
+		rejects(t, env.ActorStoreCache, bad)
 	}
 }
 

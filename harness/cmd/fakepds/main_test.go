@@ -403,14 +403,7 @@ func TestServeSharedPLC(t *testing.T) {
 	t.Parallel()
 	ready := func(args ...string) Ready {
 		t.Helper()
-		_, sc, stderr := startServe(t, nil, args...)
-		if !sc.Scan() {
-			t.Fatalf("no JSON line; stderr:\n%s", stderr)
-		}
-		var r Ready
-		if err := json.Unmarshal(sc.Bytes(), &r); err != nil {
-			t.Fatalf("line %q: %v", sc.Text(), err)
-		}
+		r, _, _ := serveReady(t, args...)
 		return r
 	}
 	first := ready()
