@@ -5,9 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
+
+	"github.com/fakepds/fakepds/pds/store"
 )
 
 // Errors of a record's blob refs, which the PDS answers with the
@@ -73,11 +74,7 @@ var refSQL = [numRefStmts]string{
 // RefStmts are the statements of Refs prepared on an actor store's writer
 // connection, for every write to bind to its transaction. One not
 // prepared runs prepared per call.
-type RefStmts struct {
-	pool *sql.DB
-	mu   sync.Mutex
-	st   [numRefStmts]*sql.Stmt // nil: not prepared
-}
+type RefStmts struct{ st *store.Statements[refStmt] }
 
 // PrepareRefs prepares them all on writer (store.DB.Writer), while no
 // transaction holds its one connection.
@@ -92,7 +89,9 @@ func PrepareRefs(ctx context.Context, writer *sql.DB) (*RefStmts, error) {
 // NewRefStmts is RefStmts for writer with nothing prepared yet: Prepare
 // prepares what a write needs, before its transaction. Most writes create
 // records without blobs and need none.
-func NewRefStmts(writer *sql.DB) *RefStmts { return &RefStmts{pool: writer} }
+func NewRefStmts(writer *sql.DB) *RefStmts {
+	return &RefStmts{st: store.NewStatements[refStmt](writer, refSQL[:])}
+}
 
 // Prepare prepares, while no transaction holds the writer connection, the
 // statements of Dissociate (dissociate: the write updates or deletes a
@@ -111,34 +110,14 @@ func (s *RefStmts) Prepare(ctx context.Context, dissociate, associate bool) erro
 }
 
 func (s *RefStmts) prepare(ctx context.Context, ids ...refStmt) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for _, id := range ids {
-		if s.st[id] != nil {
-			continue
-		}
-		st, err := s.pool.PrepareContext(ctx, refSQL[id])
-		if err != nil {
-			return fmt.Errorf("blob: prepare %q: %w", refSQL[id], err)
-		}
-		s.st[id] = st
+	if err := s.st.Prepare(ctx, ids...); err != nil {
+		return fmt.Errorf("blob: %w", err)
 	}
 	return nil
 }
 
 // Close releases the statements; close it before the database.
-func (s *RefStmts) Close() error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var errs []error
-	for i, st := range s.st {
-		if st != nil {
-			errs = append(errs, st.Close())
-			s.st[i] = nil
-		}
-	}
-	return errors.Join(errs...)
-}
+func (s *RefStmts) Close() error { return s.st.Close() }
 
 // stmt is statement id bound to r's transaction, nil when it is not
 // prepared (the caller runs its SQL on the transaction).
@@ -146,9 +125,7 @@ func (r *Refs) stmt(ctx context.Context, id refStmt) *sql.Stmt {
 	if r.stmts == nil {
 		return nil
 	}
-	r.stmts.mu.Lock()
-	st := r.stmts.st[id]
-	r.stmts.mu.Unlock()
+	st := r.stmts.st.Get(id)
 	if st == nil {
 		return nil
 	}

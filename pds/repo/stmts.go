@@ -14,6 +14,8 @@ import (
 	"github.com/bluesky-social/indigo/atproto/repo/mst"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
+
+	"github.com/fakepds/fakepds/pds/store"
 )
 
 // A write runs the same handful of statements every time, and parsing them
@@ -75,10 +77,7 @@ var stmtSQL = [numStmts]string{
 // preparing all of them was ~200 µs of an account's first createRecord,
 // and many accounts of a test suite only ever create.
 type Writer struct {
-	pool *sql.DB
-
-	smu   sync.Mutex
-	stmts [numStmts]*sql.Stmt // nil: not prepared yet
+	stmts *store.Statements[stmtID]
 
 	// The MST of the last commit this Writer made, as it stood in memory
 	// after that write (see kept).
@@ -136,9 +135,9 @@ func (w *Writer) keep(commit cid.Cid, root *mst.Node) {
 // transaction holds that connection, such as right after store.Open or
 // before a write begins: preparing needs it.
 func NewWriter(ctx context.Context, writer *sql.DB) (*Writer, error) {
-	w := &Writer{pool: writer}
-	if err := w.prepare(ctx, createStmts...); err != nil {
-		return nil, err
+	w := &Writer{stmts: store.NewStatements[stmtID](writer, stmtSQL[:])}
+	if err := w.stmts.Prepare(ctx, createStmts...); err != nil {
+		return nil, fmt.Errorf("repo: %w", err)
 	}
 	return w, nil
 }
@@ -159,49 +158,14 @@ func (w *Writer) Prepare(ctx context.Context, writes []Write, current bool) erro
 	if slices.ContainsFunc(writes, func(w Write) bool { return w.Action == ActionDelete }) {
 		ids = append(ids, stmtDelRecord)
 	}
-	return w.prepare(ctx, ids...)
-}
-
-func (w *Writer) prepare(ctx context.Context, ids ...stmtID) error {
-	w.smu.Lock()
-	defer w.smu.Unlock()
-	for _, id := range ids {
-		if w.stmts[id] != nil {
-			continue
-		}
-		st, err := w.pool.PrepareContext(ctx, stmtSQL[id])
-		if err != nil {
-			return fmt.Errorf("repo: prepare %q: %w", stmtSQL[id], err)
-		}
-		w.stmts[id] = st
+	if err := w.stmts.Prepare(ctx, ids...); err != nil {
+		return fmt.Errorf("repo: %w", err)
 	}
 	return nil
 }
 
-// preparedOrNil is statement id as prepared on the pool, nil if it is
-// not (or w is nil).
-func (w *Writer) preparedOrNil(id stmtID) *sql.Stmt {
-	if w == nil {
-		return nil
-	}
-	w.smu.Lock()
-	defer w.smu.Unlock()
-	return w.stmts[id]
-}
-
 // Close releases the statements; close it before the database.
-func (w *Writer) Close() error {
-	w.smu.Lock()
-	defer w.smu.Unlock()
-	var errs []error
-	for i, st := range w.stmts {
-		if st != nil {
-			errs = append(errs, st.Close())
-			w.stmts[i] = nil
-		}
-	}
-	return errors.Join(errs...)
-}
+func (w *Writer) Close() error { return w.stmts.Close() }
 
 // Apply is the package-level Apply with the Writer's statements. A nil
 // Writer prepares them per call.
@@ -253,8 +217,12 @@ func (t *txStmts) stmt(id stmtID) (*sql.Stmt, error) {
 	if st := t.bound[id]; st != nil {
 		return st, nil
 	}
+	var ps *sql.Stmt
+	if t.w != nil {
+		ps = t.w.stmts.Get(id)
+	}
 	var st *sql.Stmt
-	if ps := t.w.preparedOrNil(id); ps != nil {
+	if ps != nil {
 		st = t.tx.StmtContext(t.ctx, ps)
 	} else {
 		var err error

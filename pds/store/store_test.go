@@ -409,30 +409,43 @@ func TestWALStaysBounded(t *testing.T) {
 	}
 }
 
-func TestPrepare(t *testing.T) {
+// Statements prepares a statement only when asked, once; one not
+// prepared is nil (its caller runs the query unprepared).
+func TestStatements(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "p.sqlite"), store.Options{})
 	ctx := t.Context()
-	p, err := store.Prepare(ctx, db.Writer(), `INSERT INTO kv (k, v) VALUES (?, ?)`, `SELECT v FROM kv WHERE k = ?`)
-	if err != nil {
+	const insert, sel, bad = 0, 1, 2
+	p := store.NewStatements[int](db.Writer(), []string{`INSERT INTO kv (k, v) VALUES (?, ?)`, `SELECT v FROM kv WHERE k = ?`, `SELECT nope FROM nowhere`})
+	if p.Get(insert) != nil || p.Prepared() != 0 {
+		t.Fatal("prepared before asked")
+	}
+	if err := p.Prepare(ctx, insert); err != nil {
 		t.Fatal(err)
 	}
-	err = db.Write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.StmtContext(ctx, p[0]).ExecContext(ctx, "a", []byte("1"))
+	first := p.Get(insert)
+	if err := p.Prepare(ctx, insert, sel); err != nil {
+		t.Fatal(err)
+	}
+	if p.Get(insert) != first || p.Prepared() != 2 {
+		t.Fatalf("prepared again, or not all: %d", p.Prepared())
+	}
+	err := db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.StmtContext(ctx, p.Get(insert)).ExecContext(ctx, "a", []byte("1"))
 		return err
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var v []byte
-	if err := p[1].QueryRowContext(ctx, "a").Scan(&v); err != nil || string(v) != "1" {
+	if err := p.Get(sel).QueryRowContext(ctx, "a").Scan(&v); err != nil || string(v) != "1" {
 		t.Fatalf("read back %q, %v", v, err)
 	}
-	if err := p.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// A bad statement fails the whole list, naming itself; none stays open.
-	if _, err := store.Prepare(ctx, db.Writer(), `SELECT 1`, `SELECT nope FROM nowhere`); err == nil || !strings.Contains(err.Error(), "nowhere") {
+	// A bad statement fails, naming itself, and keeps the others.
+	if err := p.Prepare(ctx, bad); err == nil || !strings.Contains(err.Error(), "nowhere") || p.Prepared() != 2 {
 		t.Fatalf("bad statement: %v", err)
+	}
+	if err := p.Close(); err != nil || p.Get(insert) != nil {
+		t.Fatal(err)
 	}
 }
 
