@@ -498,9 +498,19 @@ func (p *Provider) refreshGrant(ctx context.Context, c *client, cauth clientAuth
 	}
 	now := p.now()
 	// The permission sets are read again, as the reference rebuilds the
-	// scope on each rotation.
-	scope, err := p.grantScope(ctx, t.Params.Scope)
+	// scope on each rotation. One it has no document for ends the session
+	// with a 500, as the reference's: it expects the sets it once resolved
+	// to stay in its store.
+	scope, err := p.tokenScope(ctx, t.Params.Scope)
 	if err != nil {
+		if derr := p.db.deleteToken(ctx, t.ID); derr != nil {
+			return nil, derr
+		}
+		var e *Error
+		if errors.As(err, &e) {
+			p.log.Warn("oauth: refresh: permission set gone", "err", e.Description)
+			return nil, oerr(500, "server_error", "Server error")
+		}
 		return nil, err
 	}
 	oldID := t.ID

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/auth"
 	"github.com/bluesky-social/indigo/atproto/lexicon"
@@ -85,22 +87,95 @@ func (p *Provider) permissionSets(ctx context.Context, scope string) (map[string
 }
 
 func (p *Provider) permissionSet(ctx context.Context, nsid string) (*lexicon.SchemaPermissionSet, error) {
-	var f *lexicon.SchemaFile
-	err := ErrNoLexicon
-	if p.opts.PermissionSet != nil {
-		f, err = p.opts.PermissionSet(ctx, nsid)
-	}
-	switch {
-	case errors.Is(err, ErrNoLexicon):
-		return nil, oerr(400, "invalid_scope", "Could not resolve Lexicon for NSID (%s)", nsid)
-	case err != nil:
+	f, err := p.lexicons.get(ctx, p, nsid)
+	if err != nil {
 		return nil, err
+	}
+	if f == nil {
+		return nil, oerr(400, "invalid_scope", "Could not resolve Lexicon for NSID (%s)", nsid)
 	}
 	set, err := permissionSetOf(f)
 	if err != nil {
 		return nil, oerr(400, "invalid_scope", "Lexicon document is not a permission set (%s)", nsid)
 	}
 	return set, nil
+}
+
+// lexiconRefresh is how long a resolution is used before the NSID is
+// resolved again (the reference's LEXICON_REFRESH_FREQUENCY).
+const lexiconRefresh = 5 * time.Minute
+
+// maxUnresolved bounds the remembered failures: any client can push
+// requests naming NSIDs nobody has.
+const maxUnresolved = 1024
+
+// lexicons remembers each NSID's last resolution, as the reference's
+// lexicon store does: a set that stops resolving keeps its last document,
+// so the sessions granted it go on refreshing with it. The reference keeps
+// them in its database; these live as long as the provider.
+type lexicons struct {
+	mu         sync.Mutex
+	m          map[string]lexiconEntry
+	unresolved int
+}
+
+type lexiconEntry struct {
+	file    *lexicon.SchemaFile // nil: never resolved
+	updated time.Time
+}
+
+func (l *lexicons) get(ctx context.Context, p *Provider, nsid string) (*lexicon.SchemaFile, error) {
+	now := p.now()
+	l.mu.Lock()
+	e, known := l.m[nsid]
+	l.mu.Unlock()
+	if known && now.Sub(e.updated) < lexiconRefresh {
+		return e.file, nil
+	}
+	err := ErrNoLexicon
+	var f *lexicon.SchemaFile
+	if p.opts.PermissionSet != nil {
+		f, err = p.opts.PermissionSet(ctx, nsid)
+	}
+	switch {
+	case err == nil:
+		e.file = f
+	case errors.Is(err, ErrNoLexicon):
+		// Keep the last document, if any.
+	default:
+		return nil, err
+	}
+	e.updated = now
+	l.put(nsid, e, now)
+	return e.file, nil
+}
+
+func (l *lexicons) put(nsid string, e lexiconEntry, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.m == nil {
+		l.m = map[string]lexiconEntry{}
+	}
+	old, known := l.m[nsid]
+	if known && old.file == nil {
+		l.unresolved--
+	}
+	if e.file == nil {
+		if l.unresolved >= maxUnresolved {
+			for k, v := range l.m {
+				if v.file == nil && now.Sub(v.updated) >= lexiconRefresh {
+					delete(l.m, k)
+					l.unresolved--
+				}
+			}
+		}
+		if l.unresolved >= maxUnresolved {
+			delete(l.m, nsid)
+			return
+		}
+		l.unresolved++
+	}
+	l.m[nsid] = e
 }
 
 func includeScope(s string) (*auth.Permission, bool) {

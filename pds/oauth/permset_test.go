@@ -2,10 +2,16 @@ package oauth
 
 import (
 	"context"
+	"fmt"
+	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/lexicon"
+
+	"github.com/fakepds/fakepds/pds/clock"
 )
 
 const basicsSet = `{
@@ -50,7 +56,7 @@ func setsResolver(t *testing.T, docs ...string) PermissionSetResolver {
 // permissions under the set's own NSID group, written as the reference
 // writes them, before the request's other scopes.
 func TestTokenScope(t *testing.T) {
-	p := &Provider{opts: Options{PermissionSet: setsResolver(t, basicsSet)}}
+	p := &Provider{opts: Options{PermissionSet: setsResolver(t, basicsSet), Clock: &clock.Shifted{}}}
 	for _, tc := range []struct{ scope, want, err string }{
 		{scope: "atproto transition:generic", want: "atproto transition:generic"},
 		{scope: "atproto include:com.example.auth.basics", want: "repo:com.example.auth.post?action=create " +
@@ -109,5 +115,75 @@ func TestParsePermissionSet(t *testing.T) {
 		if _, err := ParsePermissionSet([]byte(bad)); err == nil {
 			t.Errorf("accepted %s", strings.TrimSpace(bad)[:40])
 		}
+	}
+}
+
+// TestRefreshPermissionSetGone: a refresh rebuilds the token's scope from
+// the permission sets; one that stopped resolving keeps its last document,
+// as in the reference's lexicon store, also past lexiconRefresh when it is
+// asked again; one the provider has no document for ends the session with
+// the reference's 500 server_error.
+func TestRefreshPermissionSetGone(t *testing.T) {
+	ts := newTestServer(t)
+	var gone atomic.Bool
+	have := setsResolver(t, basicsSet)
+	ts.p.opts.PermissionSet = func(ctx context.Context, nsid string) (*lexicon.SchemaFile, error) {
+		if gone.Load() {
+			return nil, ErrNoLexicon
+		}
+		return have(ctx, nsid)
+	}
+	redirect := "http://127.0.0.1:9999/cb"
+	scope := "atproto include:com.example.auth.basics"
+	c := ts.client(loopbackID(redirect, scope))
+	a := c.post("/oauth/token", url.Values{"grant_type": {"authorization_code"}, "code": {c.authorize(parForm(redirect, scope))}, "redirect_uri": {redirect}, "code_verifier": {c.verifier}})
+	granted, _ := a.body["scope"].(string)
+	if a.status != 200 || !strings.HasPrefix(granted, "repo:com.example.auth.post?action=create ") {
+		t.Fatalf("exchange: %d %v", a.status, a.body)
+	}
+	refresh := func() answer {
+		t.Helper()
+		return c.post("/oauth/token", url.Values{"grant_type": {"refresh_token"}, "refresh_token": {a.body["refresh_token"].(string)}})
+	}
+	gone.Store(true)
+	for _, wait := range []time.Duration{0, lexiconRefresh + time.Second} {
+		ts.clock.Advance(wait)
+		if a = refresh(); a.status != 200 || a.body["scope"] != granted {
+			t.Fatalf("refresh %v after the set stopped resolving: %d %v", wait, a.status, a.body)
+		}
+	}
+
+	// A provider that never had the document (it keeps them in memory:
+	// after a restart).
+	ts.p.lexicons = lexicons{}
+	last := a
+	if a = refresh(); a.status != 500 || a.err() != "server_error" || a.desc() != "Server error" {
+		t.Fatalf("refresh with no document for the set: %d %v", a.status, a.body)
+	}
+	gone.Store(false)
+	a = last
+	if a = refresh(); a.status != 400 || a.desc() != "Invalid refresh token" {
+		t.Fatalf("refresh after the session ended: %d %v", a.status, a.body)
+	}
+}
+
+// TestUnresolvedBounded: the failures remembered are bounded (any client
+// can name NSIDs nobody has), the resolved sets kept.
+func TestUnresolvedBounded(t *testing.T) {
+	ck := &clock.Shifted{}
+	p := &Provider{opts: Options{PermissionSet: setsResolver(t, basicsSet), Clock: ck}}
+	if _, err := p.permissionSet(t.Context(), "com.example.auth.basics"); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 * maxUnresolved {
+		if i == maxUnresolved {
+			ck.Advance(lexiconRefresh)
+		}
+		if _, err := p.permissionSet(t.Context(), fmt.Sprintf("com.example.none%d.set", i)); err == nil {
+			t.Fatal("an unknown NSID resolved")
+		}
+	}
+	if n := len(p.lexicons.m); n > maxUnresolved+1 || p.lexicons.unresolved > maxUnresolved || p.lexicons.m["com.example.auth.basics"].file == nil {
+		t.Fatalf("%d remembered, %d unresolved, basics %+v", n, p.lexicons.unresolved, p.lexicons.m["com.example.auth.basics"])
 	}
 }

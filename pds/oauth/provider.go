@@ -105,6 +105,7 @@ type Provider struct {
 	// challenges are the code challenges of exchanged codes.
 	challenges *replay
 	clients    *clientCache
+	lexicons   lexicons
 	signer     jose.Signer
 	realNow    func() time.Time
 	log        *slog.Logger
