@@ -74,31 +74,29 @@ func newBrowser(t *testing.T, path string) *browser {
 	return &browser{t: t, ctx: ctx}
 }
 
-func (b *browser) text(sel string) string {
+// read runs a that reads something off the page.
+func read[T any](b *browser, what string, a chromedp.Action[T]) T {
 	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Text(chromedp.CSS(sel)))
+	v, err := chromedp.Run(b.ctx, a)
 	if err != nil {
-		b.t.Fatalf("browser: text of %s: %v", sel, err)
+		b.t.Fatalf("browser: %s: %v", what, err)
 	}
 	return v
+}
+
+func (b *browser) text(sel string) string {
+	b.t.Helper()
+	return read(b, "text of "+sel, chromedp.Text(chromedp.CSS(sel)))
 }
 
 func (b *browser) value(sel string) string {
 	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Value(chromedp.CSS(sel)))
-	if err != nil {
-		b.t.Fatalf("browser: value of %s: %v", sel, err)
-	}
-	return v
+	return read(b, "value of "+sel, chromedp.Value(chromedp.CSS(sel)))
 }
 
 func (b *browser) location() string {
 	b.t.Helper()
-	v, err := chromedp.Run(b.ctx, chromedp.Location())
-	if err != nil {
-		b.t.Fatalf("browser: location: %v", err)
-	}
-	return v
+	return read(b, "location", chromedp.Location())
 }
 
 func (b *browser) step(what string, steps ...chromedp.Action[chromedp.Void]) {
