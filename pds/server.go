@@ -209,6 +209,7 @@ type Server struct {
 	mu      sync.Mutex
 	http    *http.Server
 	plcHTTP *http.Server
+	fresh   freshConns // of both servers
 	url     string
 	plcURL  string
 
@@ -472,7 +473,48 @@ func (s *Server) newHTTPServer(h http.Handler) *http.Server {
 		ReadHeaderTimeout: 10 * time.Second,
 		IdleTimeout:       2 * time.Minute,
 		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelWarn),
+		ConnState:         s.fresh.track,
 	}
+}
+
+// freshConns are the connections that have not begun a request. Shutdown
+// counts such a connection as idle only once it is 5 s old, and an HTTP
+// client's pool often dials a connection it never uses, so a Close while
+// a client was busy waited out its whole 5 s and reported a timeout
+// (fakepds serve then exited 1 on SIGTERM). Close ends them first, and a
+// connection accepted after that is ended as it arrives.
+type freshConns struct {
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	closing bool
+}
+
+func (f *freshConns) track(c net.Conn, st http.ConnState) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch {
+	case st != http.StateNew:
+		delete(f.conns, c)
+	case f.closing:
+		c.Close()
+	default:
+		if f.conns == nil {
+			f.conns = map[net.Conn]struct{}{}
+		}
+		f.conns[c] = struct{}{}
+	}
+}
+
+// close ends every connection that has not begun a request, and every one
+// accepted from now on.
+func (f *freshConns) close() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closing = true
+	for c := range f.conns {
+		c.Close()
+	}
+	clear(f.conns)
 }
 
 // bodyDeadline gives a request's body a read deadline d after its headers
@@ -570,6 +612,7 @@ func (s *Server) Close() error {
 		s.mu.Lock()
 		servers := []*http.Server{s.http, s.plcHTTP}
 		s.mu.Unlock()
+		s.fresh.close()
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		idle := true // every request ended (see recover.go)
 		for _, srv := range servers {

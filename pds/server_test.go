@@ -3,9 +3,11 @@ package pds_test
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
@@ -214,5 +216,43 @@ func TestRemoveDeletesDataDir(t *testing.T) {
 	}
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close after Remove: %v", err)
+	}
+}
+
+// A connection that never sends a request (an HTTP client's pool dials
+// such spares under load) must not hold Close: net/http's Shutdown waits 5 s
+// for it, so Close hit its deadline, reported it, and fakepds serve exited
+// 1 on SIGTERM.
+func TestCloseEndsConnectionsWithoutRequest(t *testing.T) {
+	s, err := pds.New(pds.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var unused []net.Conn
+	for _, u := range []string{s.URL(), s.PLCURL()} {
+		c, err := net.Dial("tcp", strings.TrimPrefix(u, "http://"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		unused = append(unused, c)
+		// A request on a later connection: the server accepts in order,
+		// so the unused one has been accepted once this answers.
+		resp, err := http.Get(u + "/xrpc/_health")
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+	}
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close with a connection that sent no request: %v", err)
+	}
+	for _, c := range unused {
+		if _, err := c.Read(make([]byte, 1)); err == nil {
+			t.Fatalf("a connection without a request is still open after Close")
+		}
 	}
 }
