@@ -1,12 +1,10 @@
 package pds_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +12,7 @@ import (
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/atproto/atclient"
 
+	"github.com/fakepds/fakepds/internal/stacks"
 	"github.com/fakepds/fakepds/pds"
 )
 
@@ -33,23 +32,6 @@ func bigRepo(t *testing.T, s *pds.Server, handle string, records int) *comatprot
 		}
 	}
 	return a
-}
-
-// running counts the goroutines whose stack holds every one of frames.
-func running(frames ...string) int {
-	var buf bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
-	n := 0
-	for g := range strings.SplitSeq(buf.String(), "\n\n") {
-		all := true
-		for _, f := range frames {
-			all = all && strings.Contains(g, f)
-		}
-		if all {
-			n++
-		}
-	}
-	return n
 }
 
 // getRepo streams its CAR: the server's heap rises by a fraction of a
@@ -105,9 +87,9 @@ func TestGetRepoStalledReaderIsCutOff(t *testing.T) {
 	}
 	fmt.Fprintf(conn, "GET /xrpc/com.atproto.sync.getRepo?did=%s HTTP/1.1\r\nHost: pds\r\n\r\n", a.Did)
 	waitFor(t, "getRepo to block writing to the stalled reader", func() bool {
-		return running("(*Server).syncGetRepo", "(*carStream).Write") == 1
+		return stacks.Count("", "(*Server).syncGetRepo", "(*carStream).Write") == 1
 	})
-	waitFor(t, "the stalled getRepo to end", func() bool { return running("(*Server).syncGetRepo") == 0 })
+	waitFor(t, "the stalled getRepo to end", func() bool { return stacks.Count("", "(*Server).syncGetRepo") == 0 })
 	if _, err := comatproto.SyncGetLatestCommit(ctx, c, b.Did); err != nil {
 		t.Fatalf("another account's getLatestCommit after a stalled getRepo: %v", err)
 	}

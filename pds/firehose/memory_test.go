@@ -9,6 +9,7 @@ import (
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/gorilla/websocket"
 
+	"github.com/fakepds/fakepds/internal/stacks"
 	"github.com/fakepds/fakepds/pds/firehose"
 	"github.com/fakepds/fakepds/pds/sequencer"
 )
@@ -16,7 +17,7 @@ import (
 // blockedWriters counts the handler goroutines stuck writing a frame to a
 // subscriber that does not read.
 func blockedWriters() int {
-	return handlers("", "firehose.(*Handler).write", "poll.(*pollDesc).waitWrite")
+	return stacks.Count("", "firehose.(*Handler).write", "poll.(*pollDesc).waitWrite")
 }
 
 func liveHeap() uint64 {

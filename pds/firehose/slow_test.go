@@ -2,8 +2,6 @@ package firehose_test
 
 import (
 	"bytes"
-	"runtime/pprof"
-	"strings"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/fakepds/fakepds/internal/sockbuf"
+	"github.com/fakepds/fakepds/internal/stacks"
 	"github.com/fakepds/fakepds/pds/firehose"
 	"github.com/fakepds/fakepds/pds/sequencer"
 )
@@ -20,29 +19,6 @@ import (
 // whose kernel holds little more than it has read.
 func smallBufferDialer(n int) *websocket.Dialer {
 	return &websocket.Dialer{NetDialContext: sockbuf.Dialer(n).DialContext}
-}
-
-// handlers counts the goroutines whose state starts with state (as the
-// goroutine profile prints it, "select", "IO wait") and whose stack holds
-// every one of frames.
-func handlers(state string, frames ...string) int {
-	var buf bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
-	n := 0
-next:
-	for g := range strings.SplitSeq(buf.String(), "\n\n") {
-		header, _, _ := strings.Cut(g, "\n")
-		if !strings.Contains(header, "["+state) {
-			continue
-		}
-		for _, f := range frames {
-			if !strings.Contains(g, f) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
 }
 
 // frameSeq is a frame's seq, or its error's name.
@@ -102,7 +78,7 @@ func TestSlowConsumerReadsConsumerTooSlow(t *testing.T) {
 	// sent (the handler back waiting for events) before the next, until
 	// the handler waits on the full socket.
 	head := int64(1)
-	writing := func() int { return handlers("IO wait", "(*Handler).stream", "(*Handler).write", "waitWrite") }
+	writing := func() int { return stacks.Count("IO wait", "(*Handler).stream", "(*Handler).write", "waitWrite") }
 	for writing() == 0 {
 		if head > 2000 {
 			t.Fatalf("the handler still writes after %d frames of 8 KiB to a reader that reads none", head)
@@ -110,7 +86,7 @@ func TestSlowConsumerReadsConsumerTooSlow(t *testing.T) {
 		big(10)
 		head += 10
 		waitFor(t, "the handler to send the frames or block", func() bool {
-			return writing() == 1 || handlers("select", "(*Handler).stream") == 1
+			return writing() == 1 || stacks.Count("select", "(*Handler).stream") == 1
 		})
 	}
 	t.Logf("the handler blocked at most %d frames (%d KiB) in", head-1, (head-1)*8)

@@ -1,11 +1,9 @@
 package jetstream_test
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"runtime/pprof"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +11,7 @@ import (
 	"github.com/gorilla/websocket"
 
 	"github.com/fakepds/fakepds/internal/sockbuf"
+	"github.com/fakepds/fakepds/internal/stacks"
 	"github.com/fakepds/fakepds/pds/jetstream"
 	"github.com/fakepds/fakepds/pds/sequencer"
 )
@@ -21,29 +20,6 @@ import (
 // whose kernel holds little more than it has read.
 func smallBufferDialer(n int) *websocket.Dialer {
 	return &websocket.Dialer{NetDialContext: sockbuf.Dialer(n).DialContext}
-}
-
-// goroutines counts the goroutines whose state starts with state (as the
-// goroutine profile prints it: "select", "IO wait"; "" for any) and whose
-// stack holds every one of frames.
-func goroutines(state string, frames ...string) int {
-	var buf bytes.Buffer
-	_ = pprof.Lookup("goroutine").WriteTo(&buf, 2)
-	n := 0
-next:
-	for g := range strings.SplitSeq(buf.String(), "\n\n") {
-		header, _, _ := strings.Cut(g, "\n")
-		if !strings.Contains(header, "["+state) {
-			continue
-		}
-		for _, f := range frames {
-			if !strings.Contains(g, f) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
 }
 
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -135,9 +111,9 @@ func TestSlowConsumerIsCut(t *testing.T) {
 				}
 			}
 			writing := func() bool {
-				return goroutines("IO wait", "jetstream.(*Handler).stream", "jetstream.(*Handler).writeFrame", "waitWrite") == 1
+				return stacks.Count("IO wait", "jetstream.(*Handler).stream", "jetstream.(*Handler).writeFrame", "waitWrite") == 1
 			}
-			waiting := func() bool { return goroutines("select", "jetstream.(*Handler).stream") == 1 }
+			waiting := func() bool { return stacks.Count("select", "jetstream.(*Handler).stream") == 1 }
 			waitFor(t, "the subscriber to be served", waiting)
 			bigIdentities(t, f, 1)
 			readUpTo(1, 1, 0)
@@ -218,7 +194,7 @@ func TestStalledSubscriberIsLetGo(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer c.Close()
-	waitFor(t, "the subscriber to be served", func() bool { return goroutines("", "jetstream.(*Handler).ServeHTTP") == 1 })
+	waitFor(t, "the subscriber to be served", func() bool { return stacks.Count("", "jetstream.(*Handler).ServeHTTP") == 1 })
 	// Its handler, and the reader the handler started, end.
-	waitFor(t, "the server to let the stalled subscriber go", func() bool { return goroutines("", "jetstream.(*Handler).serve") == 0 })
+	waitFor(t, "the server to let the stalled subscriber go", func() bool { return stacks.Count("", "jetstream.(*Handler).serve") == 0 })
 }
