@@ -41,20 +41,7 @@ func TestGroupCommit(t *testing.T) {
 			results[i] = result{out, err}
 		})
 	}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-		s.qmu.Lock()
-		n := len(s.queue)
-		if n == calls {
-			// The commit in progress ends: it hands over to the first.
-			s.queue[0].wake <- struct{}{}
-			s.qmu.Unlock()
-			break
-		}
-		s.qmu.Unlock()
-		if time.Now().After(deadline) {
-			t.Fatalf("%d of %d calls queued", n, calls)
-		}
-	}
+	leadWhenQueued(t, s, calls)
 	wg.Wait()
 
 	var seqs []int64
@@ -137,19 +124,7 @@ func TestPendingInGroupCommit(t *testing.T) {
 					_, errs[i] = p.Commit()
 				})
 			}
-			for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
-				s.qmu.Lock()
-				n := len(s.queue)
-				if n == calls {
-					s.queue[0].wake <- struct{}{}
-					s.qmu.Unlock()
-					break
-				}
-				s.qmu.Unlock()
-				if time.Now().After(deadline) {
-					t.Fatalf("%d of %d calls queued", n, calls)
-				}
-			}
+			leadWhenQueued(t, s, calls)
 			for range calls / 2 {
 				if p := <-pending; p == nil {
 					t.Fatal("a Prepare failed")
@@ -185,5 +160,26 @@ func TestPendingInGroupCommit(t *testing.T) {
 				t.Fatal(err)
 			}
 		})
+	}
+}
+
+// leadWhenQueued waits until calls Appends are queued behind a commit the
+// test holds open (s.leading set by hand), then ends that commit as a
+// leader would: it hands the lead to the first queued call, which takes
+// them all in one batch.
+func leadWhenQueued(t *testing.T, s *Sequencer, calls int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		s.qmu.Lock()
+		n := len(s.queue)
+		if n == calls {
+			s.queue[0].wake <- struct{}{}
+			s.qmu.Unlock()
+			return
+		}
+		s.qmu.Unlock()
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d calls queued", n, calls)
+		}
 	}
 }
