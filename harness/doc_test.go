@@ -12,7 +12,7 @@ import (
 
 // Every Go block of docs/harness.md compiles and runs in a fresh module
 // that uses the harness as the page's first step says (a replace to this
-// checkout), offline. A block that is a whole file is used as is, in a
+// checkout). A block that is a whole file is used as is, in a
 // package of its own; one that starts with func or type is a file's
 // declarations; any other is the body of a test. The last two share one
 // package (one binary to link) with a TestMain, unless a block brings its
@@ -69,8 +69,11 @@ func TestDocsCompile(t *testing.T) {
 	}
 	cmd := exec.Command("go", "test", "-count=1", "./...")
 	cmd.Dir = dir
-	cmd.Env = append(slicesWithout(os.Environ(), "HARNESS_PDS_", "GOFLAGS=", "GOPROXY=", "GOWORK="),
-		"GOFLAGS=-mod=mod", "GOPROXY=off", "GOWORK=off")
+	// The module proxy stays as the caller has it: resolving the fresh
+	// module's graph reads go.mod files (of dependencies' dependencies) that
+	// building the checkout never needed, so a new machine's cache lacks them.
+	cmd.Env = append(slicesWithout(os.Environ(), "HARNESS_PDS_", "GOFLAGS=", "GOWORK="),
+		"GOFLAGS=-mod=mod", "GOWORK=off")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("the blocks of docs/harness.md in a fresh module (%s): %v\n%s", dir, err, out)
