@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"sync"
+	"sync/atomic"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 
@@ -28,6 +29,9 @@ type actor struct {
 	mu     sync.Mutex
 	writer *repo.Writer
 	refs   *blob.RefStmts
+	// bigCAR: a whole export of the repo was past smallCAR, so exports
+	// stream from a reader without trying memory first (answerSmallCAR).
+	bigCAR atomic.Bool
 }
 
 // writeStmts are the account's repo.Writer, with what writes run

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
@@ -150,8 +151,63 @@ func (s *Server) syncGetRepo(w http.ResponseWriter, r *http.Request, c *caller) 
 		return err
 	}
 	since := r.URL.Query().Get("since")
-	return s.answerCAR(w, r, acc.DID, xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did),
+	notFound := xrpc.InvalidRequest("RepoNotFound", "Could not find repo for DID: %s", did)
+	switch err := s.answerSmallCAR(w, r, acc.DID, since); {
+	case errors.Is(err, repo.ErrRepoNotFound):
+		return notFound
+	case !errors.Is(err, repo.ErrExportTooLarge):
+		return err
+	}
+	return s.answerCAR(w, r, acc.DID, notFound,
 		func(tx *sql.Tx, car io.Writer) error { return repo.ExportCAR(r.Context(), tx, car, since) })
+}
+
+// smallCAR is the largest repo export answerSmallCAR holds in memory.
+// Reading it holds up the account's writes for ~1 ms at most.
+const smallCAR = 256 << 10
+
+var carBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+// answerSmallCAR answers did's repo export (since a rev, when since is not
+// "") when the CAR is at most smallCAR bytes, read whole on the actor
+// store's writer connection when no write holds it (store.DB.Query): a
+// suite's getRepo is often the first read of its account that needs a
+// reader connection, and opening one (SQLite's open, WAL index and
+// schema) was more than half of a getRepo of 100 records. The CAR is sent
+// once read, with neither the store nor its writer held. Past smallCAR it
+// answers nothing and returns repo.ErrExportTooLarge: the caller streams
+// the export from a reader instead (answerCAR), and so do the store's
+// later whole exports, without reading the first smallCAR bytes for
+// nothing.
+func (s *Server) answerSmallCAR(w http.ResponseWriter, r *http.Request, did, since string) error {
+	buf := carBufs.Get().(*[]byte)
+	defer carBufs.Put(buf)
+	err := s.withActorStore(r.Context(), did, func(a *actor) error {
+		if a.bigCAR.Load() && since == "" {
+			return repo.ErrExportTooLarge
+		}
+		ctx := context.WithoutCancel(r.Context()) // a short read, as store.DB.Query's are
+		err := a.Query(func(q store.Querier) error {
+			var err error
+			*buf, err = repo.ExportCARBytes(ctx, q, (*buf)[:0], since, smallCAR)
+			return err
+		})
+		if errors.Is(err, repo.ErrExportTooLarge) && since == "" {
+			a.bigCAR.Store(true)
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	out := &carStream{w: w, rc: http.NewResponseController(w), timeout: s.cfg.WriteTimeout}
+	if _, err := out.Write(*buf); err != nil {
+		// As answerCAR: the status is sent, so the response is cut off.
+		s.log.Debug("sync: CAR response cut off", "did", did, "err", err)
+		_ = out.rc.SetWriteDeadline(time.Now())
+		panic(http.ErrAbortHandler)
+	}
+	return nil
 }
 
 func (s *Server) syncGetLatestCommit(w http.ResponseWriter, r *http.Request, c *caller) error {

@@ -5,17 +5,24 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 	car "github.com/ipld/go-car"
-	carutil "github.com/ipld/go-car/util"
 )
 
-// carWriter writes a CAR v1 through go-car's header and block framing.
-type carWriter struct{ w io.Writer }
+// carWriter writes a CAR v1 through go-car's header framing; a block is
+// go-car's LdWrite framing (the varint of the CID's and data's length,
+// then both), written with a scratch buffer of its own: LdWrite allocates
+// one for each block.
+type carWriter struct {
+	w       io.Writer
+	scratch [binary.MaxVarintLen64]byte
+}
 
 // newCARWriter writes the header; root may be cid.Undef for a CAR without
 // roots (sync.getBlocks).
@@ -31,8 +38,16 @@ func newCARWriter(w io.Writer, root cid.Cid) (*carWriter, error) {
 }
 
 func (cw *carWriter) block(c cid.Cid, data []byte) error {
-	if err := carutil.LdWrite(cw.w, c.Bytes(), data); err != nil {
-		return fmt.Errorf("repo: write CAR: %w", err)
+	return cw.rawBlock(c.Bytes(), data)
+}
+
+// rawBlock is block of a CID in its binary form.
+func (cw *carWriter) rawBlock(c, data []byte) error {
+	n := binary.PutUvarint(cw.scratch[:], uint64(len(c)+len(data)))
+	for _, p := range [][]byte{cw.scratch[:n], c, data} {
+		if _, err := cw.w.Write(p); err != nil {
+			return fmt.Errorf("repo: write CAR: %w", err)
+		}
 	}
 	return nil
 }
@@ -64,6 +79,47 @@ func carBytes(root cid.Cid, blocks []block) ([]byte, error) {
 // It is one statement, so a *sql.DB gives a consistent snapshot too; the
 // snapshot stays open while w is written.
 func ExportCAR(ctx context.Context, q Querier, w io.Writer, since string) error {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	if err := export(ctx, q, bw, since); err != nil {
+		return err
+	}
+	if err := bw.Flush(); err != nil {
+		return fmt.Errorf("repo: export: %w", err)
+	}
+	return nil
+}
+
+// ErrExportTooLarge is ExportCARBytes' CAR past its limit.
+var ErrExportTooLarge = errors.New("repo: export larger than the limit")
+
+// ExportCARBytes is ExportCAR's CAR appended to buf, for a caller that
+// wants it in memory while it is small: past limit bytes it stops reading
+// and returns ErrExportTooLarge. On an error it returns buf as it was
+// (its capacity perhaps grown).
+func ExportCARBytes(ctx context.Context, q Querier, buf []byte, since string, limit int) ([]byte, error) {
+	lw := &limitedBuffer{b: buf, limit: len(buf) + limit}
+	if err := export(ctx, q, lw, since); err != nil {
+		return lw.b[:len(buf)], err
+	}
+	return lw.b, nil
+}
+
+// limitedBuffer appends up to limit bytes, then fails.
+type limitedBuffer struct {
+	b     []byte
+	limit int
+}
+
+func (l *limitedBuffer) Write(p []byte) (int, error) {
+	if len(l.b)+len(p) > l.limit {
+		return 0, ErrExportTooLarge
+	}
+	l.b = append(l.b, p...)
+	return len(p), nil
+}
+
+// export is ExportCAR, unbuffered.
+func export(ctx context.Context, q Querier, w io.Writer, since string) error {
 	query := `SELECT 1, r.cid, b.content FROM repo_root r JOIN repo_block b ON b.cid = r.cid WHERE r.id = 1
 		UNION ALL
 		SELECT 0, cid, content FROM repo_block WHERE cid != (SELECT cid FROM repo_root WHERE id = 1)`
@@ -80,16 +136,14 @@ func ExportCAR(ctx context.Context, q Querier, w io.Writer, since string) error 
 		return fmt.Errorf("repo: export: %w", err)
 	}
 	defer rows.Close()
-	bw := bufio.NewWriterSize(w, 64<<10)
 	var cw *carWriter
+	// Raw: each row is written out before the next, so the driver's bytes
+	// need no copy of their own. Declared once: Scan's pointers make them
+	// escape.
+	var isHead bool
+	var cc, data sql.RawBytes
 	for rows.Next() {
-		var isHead bool
-		var cc, data []byte
 		if err := rows.Scan(&isHead, &cc, &data); err != nil {
-			return fmt.Errorf("repo: export: %w", err)
-		}
-		c, err := cid.Cast(cc)
-		if err != nil {
 			return fmt.Errorf("repo: export: %w", err)
 		}
 		if cw == nil {
@@ -97,14 +151,21 @@ func ExportCAR(ctx context.Context, q Querier, w io.Writer, since string) error 
 			if !isHead {
 				return fmt.Errorf("repo: export: head commit not first")
 			}
-			if cw, err = newCARWriter(bw, c); err != nil {
+			c, err := cid.Cast(cc)
+			if err != nil {
+				return fmt.Errorf("repo: export: %w", err)
+			}
+			if cw, err = newCARWriter(w, c); err != nil {
 				return err
 			}
+		} else if err := checkCID(cc); err != nil {
+			return fmt.Errorf("repo: export: %w", err)
 		}
 		if data == nil {
 			continue // the head commit, not newer than since
 		}
-		if err := cw.block(c, data); err != nil {
+		// cc as stored: a CID that casts is its own binary form.
+		if err := cw.rawBlock(cc, data); err != nil {
 			return err
 		}
 	}
@@ -113,9 +174,6 @@ func ExportCAR(ctx context.Context, q Querier, w io.Writer, since string) error 
 	}
 	if cw == nil {
 		return ErrRepoNotFound
-	}
-	if err := bw.Flush(); err != nil {
-		return fmt.Errorf("repo: export: %w", err)
 	}
 	return nil
 }
@@ -239,4 +297,14 @@ func GetBlocks(ctx context.Context, q Querier, cids []cid.Cid, w io.Writer) ([]c
 		return nil, fmt.Errorf("repo: get blocks: %w", err)
 	}
 	return nil, nil
+}
+
+// checkCID is cid.Cast's check of a CID in binary form, without keeping
+// the CID.
+func checkCID(b []byte) error {
+	n, _, err := cid.CidFromBytes(b)
+	if err == nil && n != len(b) {
+		err = fmt.Errorf("cid: %d trailing bytes", len(b)-n)
+	}
+	return err
 }

@@ -119,6 +119,32 @@ func TestExportSince(t *testing.T) {
 	}
 }
 
+// ExportCARBytes answers ExportCAR's bytes while they fit in its limit,
+// and both frame each block as go-car does (the CAR written again with
+// go-car's LdWrite from the blocks read is the same bytes).
+func TestExportCARBytes(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "")
+	c1 := f.mustApply(create(t, "a", "a"), create(t, "b", "b"))
+	f.mustApply(create(t, "c", "c"), update(t, "a", "a2"))
+	for _, since := range []string{"", c1.Rev} {
+		want := export(t, f, since)
+		roots, order, data := readCAR(t, want)
+		if again := writeCAR(t, roots, order, data); !bytes.Equal(again, want) {
+			t.Fatalf("since %q: the export is not go-car's framing of its blocks", since)
+		}
+		prefix := []byte("kept")
+		got, err := repo.ExportCARBytes(t.Context(), f.db.Reader(), prefix, since, len(want))
+		if err != nil || !bytes.Equal(got, append([]byte("kept"), want...)) {
+			t.Fatalf("since %q: ExportCARBytes = %d bytes, %v; want %d after the prefix", since, len(got), err, len(want))
+		}
+		got, err = repo.ExportCARBytes(t.Context(), f.db.Reader(), prefix, since, len(want)-1)
+		if !errors.Is(err, repo.ErrExportTooLarge) || string(got) != "kept" {
+			t.Fatalf("since %q, a byte short: ExportCARBytes = %q, %v; want the prefix, ErrExportTooLarge", since, got, err)
+		}
+	}
+}
+
 func TestRecordProofCAR(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "")
