@@ -51,3 +51,27 @@ func TestCloseKeepsEmptyWAL(t *testing.T) {
 		t.Fatalf("after reopening: %d prefs, %v", n, err)
 	}
 }
+
+// An actor store's connections take the package's bounds, whatever the
+// options handed to Opener say of them.
+func TestOpenerBoundsConnections(t *testing.T) {
+	ctx := t.Context()
+	db, err := actorstore.Opener(t.TempDir(), store.Options{Readers: 9})(ctx, "did:plc:bounded")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	var w, r int
+	if err := db.Writer().QueryRowContext(ctx, "PRAGMA cache_size").Scan(&w); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.Reader().QueryRowContext(ctx, "PRAGMA cache_size").Scan(&r); err != nil {
+		t.Fatal(err)
+	}
+	if w != -actorstore.WriterCacheKiB || r != -actorstore.ReaderCacheKiB {
+		t.Errorf("cache_size writer %d, reader %d; want -%d and -%d", w, r, actorstore.WriterCacheKiB, actorstore.ReaderCacheKiB)
+	}
+	if n := db.Reader().Stats().MaxOpenConnections; n != actorstore.Readers {
+		t.Errorf("reader pool of %d, want %d", n, actorstore.Readers)
+	}
+}

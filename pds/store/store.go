@@ -55,6 +55,11 @@ type Options struct {
 	Fsync bool
 	// Readers is the size of the reader pool; DefaultReaders when zero.
 	Readers int
+	// WriterCacheKiB and ReaderCacheKiB bound each connection's page cache
+	// (PRAGMA cache_size); zero leaves SQLite's 2,000 KiB. A process with
+	// hundreds of databases open holds one cache per connection, each
+	// filling up to its bound or its file's size, whichever is smaller.
+	WriterCacheKiB, ReaderCacheKiB int
 	// Migrations bring the schema up to date: Migrations[i] moves
 	// PRAGMA user_version from i to i+1. They run at open, in one write
 	// transaction.
@@ -238,7 +243,7 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 		want.Synchronous = 2
 	}
 
-	w, err := sql.Open("sqlite", dsn(path, want, false))
+	w, err := sql.Open("sqlite", dsn(path, want, opts.WriterCacheKiB, false))
 	if err != nil {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
@@ -271,7 +276,7 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 
 	// Readers are opened lazily by database/sql; the writer has already
 	// switched the file to WAL, so they only need the per-connection pragmas.
-	r, err := sql.Open("sqlite", dsn(path, want, true))
+	r, err := sql.Open("sqlite", dsn(path, want, opts.ReaderCacheKiB, true))
 	if err != nil {
 		w.Close()
 		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
@@ -284,12 +289,15 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 
 // dsn builds the connection string. Pragmas go in the DSN so every
 // connection the pools ever (re)open gets them, not just the first.
-func dsn(path string, s Settings, reader bool) string {
+func dsn(path string, s Settings, cacheKiB int, reader bool) string {
 	q := url.Values{}
 	add := func(p string) { q.Add("_pragma", p) }
 	add("busy_timeout(" + strconv.FormatInt(s.BusyTimeout.Milliseconds(), 10) + ")")
 	add("synchronous(" + strconv.Itoa(s.Synchronous) + ")")
 	add("foreign_keys(1)")
+	if cacheKiB > 0 {
+		add("cache_size(-" + strconv.Itoa(cacheKiB) + ")") // negative: KiB, not pages
+	}
 	if reader {
 		add("query_only(1)")
 	} else {

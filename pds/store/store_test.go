@@ -83,6 +83,54 @@ func TestPragmasReadBack(t *testing.T) {
 	}
 }
 
+// The page cache bounds reach every connection: the writer, and each
+// reader the pool opens later. Without them a connection keeps SQLite's
+// default (-2000: 2,000 KiB).
+func TestCacheBounds(t *testing.T) {
+	cacheSize := func(t *testing.T, q interface {
+		QueryRowContext(context.Context, string, ...any) *sql.Row
+	}) int {
+		t.Helper()
+		var n int
+		if err := q.QueryRowContext(t.Context(), "PRAGMA cache_size").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	t.Run("default", func(t *testing.T) {
+		db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{})
+		if w, r := cacheSize(t, db.Writer()), cacheSize(t, db.Reader()); w != -2000 || r != -2000 {
+			t.Errorf("cache_size writer %d, reader %d; want SQLite's -2000 for both", w, r)
+		}
+	})
+	t.Run("bounded", func(t *testing.T) {
+		db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{Readers: 2, WriterCacheKiB: 256, ReaderCacheKiB: 128})
+		if w := cacheSize(t, db.Writer()); w != -256 {
+			t.Errorf("writer cache_size %d, want -256", w)
+		}
+		// Two readers held at once: the second is a connection of its own.
+		ctx := t.Context()
+		c1, err := db.Reader().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c1.Close()
+		c2, err := db.Reader().Conn(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c2.Close()
+		for i, c := range []*sql.Conn{c1, c2} {
+			if r := cacheSize(t, c); r != -128 {
+				t.Errorf("reader %d cache_size %d, want -128", i, r)
+			}
+		}
+		if n := db.Reader().Stats().MaxOpenConnections; n != 2 {
+			t.Errorf("reader pool of %d, want 2", n)
+		}
+	})
+}
+
 // A pragma that does not take is reported once, naming the file and what
 // SQLite settled on. An in-memory database cannot be WAL.
 func TestPragmaWarning(t *testing.T) {
