@@ -220,8 +220,8 @@ func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Privat
 		return nil, fmt.Errorf("repo: create: %w", err)
 	}
 	c := &Commit{DID: did, CID: cc, Rev: rev, Data: *data, Ops: []Op{}, commitBlock: commitBlock}
-	c.Blocks, err = carBytes(cc, bw.blocks)
-	return c, err
+	c.Blocks = commitCAR(cc, bw.blocks)
+	return c, nil
 }
 
 // Apply makes writes one signed commit on top of the repo's head.
@@ -415,9 +415,7 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 	if size > MaxEventBytes {
 		return nil, ErrTooBig
 	}
-	if c.Blocks, err = carBytes(cc, event); err != nil {
-		return nil, err
-	}
+	c.Blocks = commitCAR(cc, event)
 
 	// Dead blocks: nodes of the old tree in memory that the new one no
 	// longer holds (MST node CIDs are unique within a tree: a node is
