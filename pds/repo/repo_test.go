@@ -591,7 +591,8 @@ func TestKeptTree(t *testing.T) {
 
 // A Writer prepares the statements of updates and deletes only once a
 // write has one (Prepare); a write that runs one not prepared yet still
-// applies, preparing it in its own transaction.
+// applies, preparing it in its own transaction, and the next Prepare
+// prepares it, whatever that write holds.
 func TestWriterPreparesOnNeed(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t, "").withWriter()
@@ -606,12 +607,12 @@ func TestWriterPreparesOnNeed(t *testing.T) {
 	if n := f.w.NumPrepared(); n != base {
 		t.Fatalf("creates and an unprepared update left %d statements prepared, want the %d of creates", n, base)
 	}
-	more := []repo.Write{update(t, "a", "3")}
+	more := []repo.Write{create(t, "c", "1")}
 	if err := f.w.Prepare(ctx, more, false); err != nil {
 		t.Fatal(err)
 	}
 	if n := f.w.NumPrepared(); n <= base {
-		t.Fatalf("Prepare of an update left %d statements prepared, want more than %d", n, base)
+		t.Fatalf("Prepare after a write ran statements unprepared left %d statements prepared, want more than %d", n, base)
 	}
 	f.mustApply(more...)
 	f.checkRepo()

@@ -19,19 +19,24 @@ import (
 )
 
 // A write runs the same handful of statements every time, and parsing them
-// was about 50 µs of a ~350 µs write. So their SQL is fixed (the block
-// insert and delete take a fixed number of rows, padded with NULLs that
-// match nothing) and a Writer prepares them once per database. One padded
-// DELETE for a write's ~7 dead blocks instead of one execution each took
-// BenchmarkApply from 235-260 to 224-241 µs (an earlier measurement, with
-// statements still parsed per write, had found no difference).
+// was about 50 µs of a ~350 µs write. So their SQL is fixed and a Writer
+// prepares each once per database. Blocks are inserted and deleted one row
+// per execution, and only a write of more blocks than singleRows runs the
+// padded statements (a fixed number of rows, padded with NULLs that match
+// nothing): in a test suite most accounts see a few small writes, and there
+// preparing a statement costs more than running it. The 16-row insert took
+// 20-40 µs to prepare where the one-row one took 3-4, and three blocks
+// inserted and deleted one row at a time took 28-30 µs a transaction where
+// the padded statements took 39-43 (six: 42-44 and 41-46).
 type stmtID int
 
 const (
 	stmtHead stmtID = iota
 	stmtGetBlock
+	stmtPutBlock
 	stmtPutBlocks
 	stmtDelBlock
+	stmtDelBlocks
 	stmtDelReplaced
 	stmtPutRecord
 	stmtDelRecord
@@ -40,21 +45,25 @@ const (
 	numStmts
 )
 
-// putRows and delRows are the rows of one block insert and delete: a
+// singleRows is the most blocks a write inserts, or deletes, one
+// statement execution each; above it, putRows and delRows at a time: a
 // single create on a repo of thousands of records writes and frees fewer
-// blocks; bigger commits loop.
+// blocks than those; bigger commits loop.
 const (
-	putRows = 16
-	delRows = 8
+	singleRows = 6
+	putRows    = 16
+	delRows    = 8
 )
 
 var stmtSQL = [numStmts]string{
 	stmtHead:     `SELECT did, cid, rev, data FROM repo_root WHERE id = 1`,
 	stmtGetBlock: `SELECT content FROM repo_block WHERE cid = ?`,
+	stmtPutBlock: `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content) VALUES (?, ?, ?)`,
 	// The first parameter is the rev, then (cid, content) pairs.
 	stmtPutBlocks: `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content)
 		SELECT column1, ?, column2 FROM (VALUES ` + rows(putRows, "(?, ?)") + `) WHERE column1 IS NOT NULL`,
-	stmtDelBlock: `DELETE FROM repo_block WHERE cid IN (` + rows(delRows, "?") + `)`,
+	stmtDelBlock:  `DELETE FROM repo_block WHERE cid = ?`,
+	stmtDelBlocks: `DELETE FROM repo_block WHERE cid IN (` + rows(delRows, "?") + `)`,
 	// A replaced record's block goes only when no other record (with the
 	// same content) still points at it.
 	stmtDelReplaced: `DELETE FROM repo_block WHERE cid = ?1 AND NOT EXISTS (SELECT 1 FROM record WHERE record.cid = ?1)`,
@@ -79,15 +88,19 @@ var stmtSQL = [numStmts]string{
 type Writer struct {
 	stmts *store.Statements[stmtID]
 
-	// The MST of the last commit this Writer made, as it stood in memory
-	// after that write (see kept).
-	mu   sync.Mutex
-	kept *keptTree
+	// mu guards kept, the MST of the last commit this Writer made, as it
+	// stood in memory after that write, and missed, the statements writes
+	// ran unprepared since the last Prepare.
+	mu     sync.Mutex
+	kept   *keptTree
+	missed []stmtID
 }
 
-// createStmts are the statements a write of creates runs; the rest serve
-// updates and deletes.
-var createStmts = []stmtID{stmtHead, stmtGetBlock, stmtPutBlocks, stmtDelBlock, stmtPutRecord, stmtSetRoot}
+// createStmts are the statements a small write of creates runs; the rest
+// serve updates, deletes, big writes, and reads of MST nodes missing from
+// memory (for a new account's writes, the node cache and the kept tree
+// hold every node).
+var createStmts = []stmtID{stmtHead, stmtPutBlock, stmtDelBlock, stmtPutRecord, stmtSetRoot}
 
 // keptTree is a repo's MST after a write: clean (every node's CID known),
 // holding the nodes on the paths written so far. The next write, when the
@@ -145,10 +158,14 @@ func NewWriter(ctx context.Context, writer *sql.DB) (*Writer, error) {
 // Prepare prepares what writes will run that is not prepared yet: the
 // statement of Current when current is set, of an update's replaced
 // block when there is an update, of a record's deletion when there is a
-// delete. A write that runs a statement not prepared still works: it
-// prepares that one in its transaction, for itself alone.
+// delete, and those earlier writes ran unprepared. A write that runs a
+// statement not prepared still works: it prepares that one in its
+// transaction, for itself alone.
 func (w *Writer) Prepare(ctx context.Context, writes []Write, current bool) error {
-	var ids []stmtID
+	w.mu.Lock()
+	ids := w.missed
+	w.missed = nil
+	w.mu.Unlock()
 	if current {
 		ids = append(ids, stmtCurrent)
 	}
@@ -219,7 +236,9 @@ func (t *txStmts) stmt(id stmtID) (*sql.Stmt, error) {
 	}
 	var ps *sql.Stmt
 	if t.w != nil {
-		ps = t.w.stmts.Get(id)
+		if ps = t.w.stmts.Get(id); ps == nil {
+			t.w.miss(id)
+		}
 	}
 	var st *sql.Stmt
 	if ps != nil {
@@ -241,6 +260,16 @@ func (t *txStmts) exec(id stmtID, args ...any) error {
 	}
 	_, err = st.ExecContext(t.ctx, args...)
 	return err
+}
+
+// miss notes that a write ran statement id unprepared, for the next
+// Prepare.
+func (w *Writer) miss(id stmtID) {
+	w.mu.Lock()
+	if !slices.Contains(w.missed, id) {
+		w.missed = append(w.missed, id)
+	}
+	w.mu.Unlock()
 }
 
 // rows is n copies of row, comma separated.

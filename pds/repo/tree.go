@@ -266,6 +266,14 @@ func (b *batch) add(c cid.Cid, data []byte) { b.blocks = appendNew(b.blocks, blo
 // insert stores the blocks; one already present keeps its rev, as in the
 // reference (the same record content written twice is one block).
 func (b *batch) insert(st *txStmts) error {
+	if len(b.blocks) <= singleRows {
+		for _, bl := range b.blocks {
+			if err := st.exec(stmtPutBlock, bl.cid.Bytes(), b.rev, bl.data); err != nil {
+				return fmt.Errorf("repo: store blocks: %w", err)
+			}
+		}
+		return nil
+	}
 	args := make([]any, 1+2*putRows)
 	args[0] = b.rev
 	for rest := b.blocks; len(rest) > 0; {
@@ -304,19 +312,27 @@ func writeRecords(st *txStmts, ops []Op, rev string) error {
 // deleteBlocks deletes the dead blocks, and the replaced record blocks no
 // record points at any more.
 func deleteBlocks(st *txStmts, dead, replaced []cid.Cid) error {
-	args := make([]any, delRows)
-	for rest := dead; len(rest) > 0; {
-		n := min(len(rest), delRows)
-		for i := range delRows {
-			args[i] = nil // NULL matches no row
-			if i < n {
-				args[i] = rest[i].Bytes()
+	if len(dead) <= singleRows {
+		for _, c := range dead {
+			if err := st.exec(stmtDelBlock, c.Bytes()); err != nil {
+				return fmt.Errorf("repo: delete blocks: %w", err)
 			}
 		}
-		if err := st.exec(stmtDelBlock, args...); err != nil {
-			return fmt.Errorf("repo: delete blocks: %w", err)
+	} else {
+		args := make([]any, delRows)
+		for rest := dead; len(rest) > 0; {
+			n := min(len(rest), delRows)
+			for i := range delRows {
+				args[i] = nil // NULL matches no row
+				if i < n {
+					args[i] = rest[i].Bytes()
+				}
+			}
+			if err := st.exec(stmtDelBlocks, args...); err != nil {
+				return fmt.Errorf("repo: delete blocks: %w", err)
+			}
+			rest = rest[n:]
 		}
-		rest = rest[n:]
 	}
 	for _, c := range replaced {
 		if err := st.exec(stmtDelReplaced, c.Bytes()); err != nil {
