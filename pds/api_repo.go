@@ -3,6 +3,7 @@ package pds
 import (
 	"context"
 	"database/sql"
+	"encoding/base32"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -591,59 +592,135 @@ func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) 
 	if err != nil {
 		return err
 	}
-	var recs []repo.Record
+	buf := pageBufs.Get().(*[]byte)
+	defer pageBufs.Put(buf)
+	page := newRecordsPage(*buf, acc.DID, collection)
 	var cursor string
 	err = s.withActor(ctx, acc.DID, func(db *store.DB) error {
 		return db.Query(func(dq store.Querier) error {
 			var err error
-			recs, cursor, err = repo.ListRecords(ctx, dq, collection, limit, q.Get("cursor"), reverse)
+			cursor, err = repo.EachRecord(ctx, dq, collection, limit, q.Get("cursor"), reverse, page.add)
 			return err
 		})
 	})
 	if err != nil {
 		return err
 	}
-	body, err := listRecordsJSON(acc.DID, collection, cursor, recs)
-	if err != nil {
-		return err
+	xrpc.WriteRawJSON(w, http.StatusOK, page.finish(cursor))
+	if cap(page.b) <= maxPooledPage {
+		*buf = page.b[:0]
 	}
-	xrpc.WriteRawJSON(w, http.StatusOK, body)
 	return nil
 }
 
-// listRecordsJSON is listRecords' answer, the bytes xrpc.WriteJSON makes of
+// pageBufs are listRecords' answer buffers (a page of 50 posts is ~20
+// KiB); one past maxPooledPage is left to the GC.
+var pageBufs = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledPage = 1 << 20
+
+// recordsPage is listRecords' answer, the bytes xrpc.WriteJSON makes of
 // {cursor (when not ""), records: [{uri, cid, value}]}, written into one
-// buffer: encoding/json scanned every record's JSON again to compact it,
-// and each record was a buffer of its own (~30% of a page of 50).
-func listRecordsJSON(did string, collection syntax.NSID, cursor string, recs []repo.Record) ([]byte, error) {
-	n := 32
-	for _, rec := range recs {
-		n += 96 + len(did) + len(collection) + 2*len(rec.Value)
+// buffer as the records come from the store: encoding/json scanned every
+// record's JSON again to compact it, and each record was a buffer of its
+// own (~30% of a page of 50); then each was a copy of the store's bytes,
+// and its URI and CID strings of their own.
+type recordsPage struct {
+	b []byte
+	// uri is the records' URI up to the rkey, quoted, without the closing
+	// quote; "" when did or collection needs escaping (never, for valid
+	// ones), and each URI is then quoted whole.
+	uri        string
+	did        string
+	collection syntax.NSID
+	n          int
+}
+
+// pageHead is room kept in front of a page's records for the cursor and
+// "records" key, which go first but are known only after the last record:
+// {"cursor":"<a TID>","records":[ fits.
+const pageHead = 64
+
+func newRecordsPage(buf []byte, did string, collection syntax.NSID) *recordsPage {
+	p := &recordsPage{b: append(buf[:0], make([]byte, pageHead)...), did: did, collection: collection}
+	if plainJSON(did) && plainJSON(collection.String()) {
+		p.uri = `{"uri":"at://` + did + "/" + collection.String() + "/"
 	}
-	b := make([]byte, 0, n)
-	b = append(b, '{')
+	return p
+}
+
+// add appends one record.
+func (p *recordsPage) add(rec repo.RawRecord) error {
+	if p.n > 0 {
+		p.b = append(p.b, ',')
+	}
+	p.n++
+	if p.uri != "" && plainJSON(rec.RKey) {
+		p.b = append(p.b, p.uri...)
+		p.b = append(p.b, rec.RKey...)
+		p.b = append(p.b, '"')
+	} else {
+		p.b = append(p.b, `{"uri":`...)
+		p.b = jsvalue.AppendQuote(p.b, "at://"+p.did+"/"+p.collection.String()+"/"+string(rec.RKey))
+	}
+	p.b = append(p.b, `,"cid":"`...)
+	p.b = appendCID(p.b, rec.CID)
+	p.b = append(p.b, `","value":`...)
+	var err error
+	if p.b, err = lexval.AppendRecordJSON(p.b, rec.Value); err != nil {
+		return err
+	}
+	p.b = append(p.b, '}')
+	return nil
+}
+
+// finish closes the page and returns its bytes.
+func (p *recordsPage) finish(cursor string) []byte {
+	p.b = append(p.b, "]}"...)
+	head := make([]byte, 0, pageHead)
+	head = append(head, '{')
 	if cursor != "" {
-		b = append(b, `"cursor":`...)
-		b = jsvalue.AppendQuote(b, cursor)
-		b = append(b, ',')
+		head = append(head, `"cursor":`...)
+		head = jsvalue.AppendQuote(head, cursor)
+		head = append(head, ',')
 	}
-	b = append(b, `"records":[`...)
-	for i, rec := range recs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, `{"uri":`...)
-		b = jsvalue.AppendQuote(b, "at://"+did+"/"+collection.String()+"/"+rec.RKey.String())
-		b = append(b, `,"cid":`...)
-		b = jsvalue.AppendQuote(b, rec.CID.String())
-		b = append(b, `,"value":`...)
-		var err error
-		if b, err = lexval.AppendRecordJSON(b, rec.Value); err != nil {
-			return nil, err
-		}
-		b = append(b, '}')
+	head = append(head, `"records":[`...)
+	if len(head) > pageHead {
+		return append(head, p.b[pageHead:]...)
 	}
-	return append(b, "]}"...), nil
+	start := pageHead - len(head)
+	copy(p.b[start:], head)
+	return p.b[start:]
+}
+
+// plainJSON reports whether s is its own JSON string body: printable
+// ASCII without a quote or a backslash (what a DID, an NSID and a record
+// key are made of).
+func plainJSON[T string | []byte](s T) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
+}
+
+// cidBase32 is the multibase base32 of CIDv1 strings (after their 'b').
+var cidBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
+
+// appendCID appends the string form of a CID in binary form, checked:
+// what cid.Cid's String answers, without its copies.
+func appendCID(b, c []byte) []byte {
+	if len(c) == 34 && c[0] == 0x12 && c[1] == 0x20 {
+		// CIDv0: base58btc of the multihash.
+		v0, err := cid.Cast(c)
+		if err != nil {
+			panic(err) // checked by the caller
+		}
+		return append(b, v0.String()...)
+	}
+	b = append(b, 'b')
+	return cidBase32.AppendEncode(b, c)
 }
 
 func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request, _ *caller) error {

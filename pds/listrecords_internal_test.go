@@ -4,10 +4,13 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http/httptest"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
 
 	"github.com/fakepds/fakepds/pds/repo"
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -15,7 +18,9 @@ import (
 
 // TestListRecordsJSON: the hand-written listRecords answer is the bytes
 // xrpc.WriteJSON makes of the same page (HTML characters, U+2028 and
-// non-ASCII text in values, with and without a cursor, no records).
+// non-ASCII text in values, with and without a cursor, a cursor too long
+// for the room kept in front, no records; a CIDv0, a DID and a record key
+// that need quoting).
 func TestListRecordsJSON(t *testing.T) {
 	texts := []string{"plain", "<b>&amp;</b>", "line\u2028sep \"quoted\" \\ é 🦋", ""}
 	var recs []repo.Record
@@ -39,11 +44,26 @@ func TestListRecordsJSON(t *testing.T) {
 		Cursor  string `json:"cursor,omitempty"`
 		Records []item `json:"records"`
 	}
-	const did, coll = "did:plc:listrecordsjson", syntax.NSID("app.bsky.feed.post")
+	v0, err := cid.Cast(recs[0].CID.Hash())
+	if err != nil || v0.Version() != 0 {
+		t.Fatal(v0, err)
+	}
+	odd := append(slices.Clone(recs[:2]), repo.Record{RKey: "a\"b", CID: v0, Value: recs[0].Value})
+	const coll = syntax.NSID("app.bsky.feed.post")
+	long := strings.Repeat("3k", 40)
 	for _, tc := range []struct {
+		did    string
 		cursor string
 		recs   []repo.Record
-	}{{"3kdaaaaaaaaaa", recs}, {"", recs[:1]}, {"", nil}} {
+	}{
+		{"did:plc:listrecordsjson", "3kdaaaaaaaaaa", recs},
+		{"did:plc:listrecordsjson", "", recs[:1]},
+		{"did:plc:listrecordsjson", long, recs},
+		{"did:plc:listrecordsjson", "", nil},
+		{"did:plc:listrecordsjson", "a\"b", odd},
+		{"did:web:\"quoted\"", "", recs[:2]},
+	} {
+		did := tc.did
 		want := page{Cursor: tc.cursor, Records: make([]item, 0, len(tc.recs))}
 		for _, r := range tc.recs {
 			v, err := recordJSON(r.Value)
@@ -54,10 +74,14 @@ func TestListRecordsJSON(t *testing.T) {
 		}
 		rec := httptest.NewRecorder()
 		xrpc.WriteJSON(rec, 200, want)
-		got, err := listRecordsJSON(did, coll, tc.cursor, tc.recs)
-		if err != nil {
-			t.Fatal(err)
+		// From a buffer of the pool's kind: used before, longer than a page.
+		page := newRecordsPage(bytes.Repeat([]byte("x"), 300)[:7], did, coll)
+		for _, r := range tc.recs {
+			if err := page.add(repo.RawRecord{RKey: []byte(r.RKey), CID: r.CID.Bytes(), Value: r.Value}); err != nil {
+				t.Fatal(err)
+			}
 		}
+		got := page.finish(tc.cursor)
 		if !bytes.Equal(got, rec.Body.Bytes()) {
 			t.Errorf("listRecordsJSON =\n%s\nxrpc.WriteJSON =\n%s", got, rec.Body.Bytes())
 		}
