@@ -27,8 +27,8 @@ var suiteOps = []string{"createAccount", "createSession", "createRecord", "putRe
 // operation, so that nearly every call lands on a different account than
 // the one before (benchcompare's workload (a), in process, with indigo's
 // client). Between the writes and the reads each repo is filled to 100
-// records (unmeasured). It reports each operation's p50 in µs, and but for
-// createAccount its server-side p50 (srv-p50-us: the median over passes of
+// records (unmeasured). It reports each operation's p50 in µs, and its
+// server-side p50 (srv-p50-us: the median over passes of
 // each pass's p50 from the server's stats, without the client's cost);
 // ns/op is a whole pass. "past-cache" runs it with fewer actor store handles than
 // accounts in use (Config.ActorStoreCache 16), so that every call finds
@@ -89,6 +89,7 @@ func suitePass(b *testing.B, s *pds.Server, prefix string, n int, lat, srv map[s
 		}
 	}
 	anon := atclient.NewAPIClient(s.URL())
+	s.Stats().Reset()
 	for i := range accts {
 		handle := fmt.Sprintf("%s-%d.test", prefix, i)
 		email, pw := handle+"@example.com", "pw"
@@ -99,6 +100,11 @@ func suitePass(b *testing.B, s *pds.Server, prefix string, n int, lat, srv map[s
 		}
 		lat["createAccount"] = append(lat["createAccount"], time.Since(t0))
 		accts[i] = &acct{did: out.Did, handle: handle, cl: bearer(s, out.AccessJwt)}
+	}
+	for _, m := range s.Stats().Snapshot() {
+		if m.Name == "com.atproto.server.createAccount" {
+			srv["createAccount"] = append(srv["createAccount"], m.P50)
+		}
 	}
 	const coll = "app.bsky.feed.post"
 	creates := func(k int) []*comatproto.RepoApplyWrites_Input_Writes_Elem {
