@@ -93,9 +93,8 @@ func (s *Server) acquire(ctx context.Context, did string) (*actorstore.Handle[*a
 	return h, err
 }
 
-// actorOpener opens actor stores under dir for the cache.
-func actorOpener(dir string, opts store.Options) actorstore.OpenFunc[*actor] {
-	open := actorstore.Opener(dir, opts)
+// actorOpener opens actor stores for the cache.
+func actorOpener(open actorstore.OpenFunc[*store.DB]) actorstore.OpenFunc[*actor] {
 	return func(ctx context.Context, did string) (*actor, error) {
 		db, err := open(ctx, did)
 		if err != nil {

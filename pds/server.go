@@ -177,6 +177,7 @@ type Server struct {
 	firehose *firehose.Handler
 	plcKey   *k256.PrivateKey // signs the PLC operations of every account
 	actors   *actorstore.Cache[*actor]
+	spare    *actorstore.Spare // the next new actor store's files
 	oauth    *oauth.Provider
 	permSets map[string]*lexicon.SchemaFile // Config.PermissionSets by NSID
 	imports  chan struct{}                  // a token per importRepo parsing or writing
@@ -296,7 +297,13 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	s.accounts.Rand = s.rand("email-tokens")
-	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorOpener(s.actorDir(), opts))
+	spare, err := actorstore.NewSpare(s.actorDir(), opts)
+	if err != nil {
+		oauthStore.Close()
+		return err
+	}
+	s.spare = spare
+	s.actors = actorstore.NewCache(s.cfg.ActorStoreCache, actorOpener(spare.Opener()))
 	s.actors.Wait = s.cfg.SlotWait
 	s.imports = make(chan struct{}, s.cfg.ImportConcurrency)
 	s.firehose = firehose.New(s.seq, firehose.Options{Clock: s.clock, Logger: s.log})
@@ -656,6 +663,9 @@ func (s *Server) closeStores() error {
 	var errs []error
 	if s.actors != nil {
 		errs = append(errs, s.actors.Close())
+	}
+	if s.spare != nil {
+		s.spare.Close()
 	}
 	if s.seq != nil {
 		errs = append(errs, s.seq.Close())

@@ -7,7 +7,9 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -40,14 +42,33 @@ const (
 // under dir with the given store options and this package's schema and
 // connection bounds.
 func Opener(dir string, opts store.Options) OpenFunc[*store.DB] {
+	return opener(dir, opts, nil)
+}
+
+// Opener is the package's Opener of the stores under s's dir, whose new
+// stores are made of the spare's files when it has them.
+func (s *Spare) Opener() OpenFunc[*store.DB] {
+	return opener(s.dir, s.opts, s)
+}
+
+func opener(dir string, opts store.Options, spare *Spare) OpenFunc[*store.DB] {
 	opts.Migrations = Migrations
 	opts.Readers, opts.WriterCacheKiB, opts.ReaderCacheKiB = Readers, WriterCacheKiB, ReaderCacheKiB
 	return func(ctx context.Context, did string) (*store.DB, error) {
 		p := Path(dir, did)
-		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-			return nil, fmt.Errorf("actorstore: %w", err)
+		claimed := false
+		if spare != nil {
+			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
+				claimed = spare.claim(p)
+			}
 		}
-		// A new store is a copy of store's template of Migrations.
+		if !claimed {
+			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+				return nil, fmt.Errorf("actorstore: %w", err)
+			}
+		}
+		// A new store not claimed from the spare is a copy of store's
+		// template of Migrations.
 		db, err := store.Open(ctx, p, opts)
 		if err != nil {
 			return nil, err

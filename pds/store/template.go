@@ -29,14 +29,16 @@ type template struct {
 	data []byte
 }
 
-// bytes returns the template, or nil for the first file of its migrations.
-func (t *template) bytes(ctx context.Context, dir string, opts Options) ([]byte, error) {
+// bytes returns the template, or nil for the first file of its migrations
+// unless always.
+func (t *template) bytes(ctx context.Context, dir string, opts Options, always bool) ([]byte, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	if !t.seen {
+	if !t.seen && !always {
 		t.seen = true
 		return nil, nil
 	}
+	t.seen = true
 	if t.data == nil {
 		b, err := makeTemplate(ctx, dir, opts)
 		if err != nil {
@@ -60,15 +62,32 @@ func fromTemplate(ctx context.Context, path string, opts Options) error {
 	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
 		return err // there (nil), or cannot tell
 	}
+	err := writeTemplate(ctx, path, opts, false)
+	if errors.Is(err, fs.ErrExist) {
+		return nil // made meanwhile by another Open: SQLite's to share
+	}
+	return err
+}
+
+// CreateFile writes a new database of opts.Migrations at path, which must
+// not exist, as Open would create it (from the template, made now if it
+// is not yet), without opening it: a file to be moved into place before
+// its first Open (pds/actorstore's spare stores). With opts.Fsync the
+// file and its directory entry are durable when it returns.
+func CreateFile(ctx context.Context, path string, opts Options) error {
+	return writeTemplate(ctx, path, opts, true)
+}
+
+// writeTemplate writes the template of opts.Migrations at path (always:
+// even for the first file of those migrations, which fromTemplate leaves
+// to SQLite). It fails with fs.ErrExist when a file is there.
+func writeTemplate(ctx context.Context, path string, opts Options, always bool) error {
 	v, _ := templates.LoadOrStore(strings.Join(opts.Migrations, "\x00"), &template{})
-	data, err := v.(*template).bytes(ctx, filepath.Dir(path), opts)
+	data, err := v.(*template).bytes(ctx, filepath.Dir(path), opts, always)
 	if err != nil || data == nil {
 		return err
 	}
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, fs.ErrExist) {
-		return nil // made meanwhile by another Open: SQLite's to share
-	}
 	if err != nil {
 		return err
 	}
