@@ -12,6 +12,15 @@ import (
 // window is how many recent durations a method keeps for percentiles.
 const window = 4096
 
+// MaxMethods bounds how many methods are kept apart: any well-formed NSID
+// reaches the mux (an unknown one is answered, or proxied), so without a
+// bound a client calling ever new names would grow the map for as long as
+// the server runs. Past it, new names are counted together under Other.
+const MaxMethods = 1024
+
+// Other is the name the calls of methods past MaxMethods are counted under.
+const Other = "(other)"
+
 // Stats records calls per method. Safe for concurrent use.
 type Stats struct {
 	mu      sync.Mutex
@@ -35,6 +44,10 @@ func (s *Stats) Record(name string, status int, d time.Duration) {
 		s.methods = map[string]*method{}
 	}
 	m := s.methods[name]
+	if m == nil && len(s.methods) >= MaxMethods {
+		name = Other
+		m = s.methods[name]
+	}
 	if m == nil {
 		m = &method{}
 		s.methods[name] = m

@@ -1,6 +1,7 @@
 package stats_test
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -35,5 +36,27 @@ func TestWindowIsBounded(t *testing.T) {
 	snap := s.Snapshot()[0]
 	if snap.Count != 10000 || snap.P50 < 5000 {
 		t.Fatalf("%+v: percentiles should cover the recent calls only", snap)
+	}
+}
+
+// Methods past MaxMethods are counted together, so that ever new names
+// (any NSID reaches the mux) cannot grow the stats without bound; the
+// methods already kept go on apart.
+func TestMethodsAreBounded(t *testing.T) {
+	var s stats.Stats
+	for i := range stats.MaxMethods + 500 {
+		s.Record(fmt.Sprintf("com.example.m%d", i), 200, time.Millisecond)
+	}
+	s.Record("com.example.m0", 200, time.Millisecond)
+	snap := s.Snapshot()
+	if len(snap) != stats.MaxMethods+1 {
+		t.Fatalf("%d methods kept, want %d and %q", len(snap), stats.MaxMethods, stats.Other)
+	}
+	byName := map[string]int64{}
+	for _, m := range snap {
+		byName[m.Name] = m.Count
+	}
+	if byName[stats.Other] != 500 || byName["com.example.m0"] != 2 {
+		t.Fatalf("%s counted %d (want 500), com.example.m0 %d (want 2)", stats.Other, byName[stats.Other], byName["com.example.m0"])
 	}
 }
