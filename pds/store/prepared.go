@@ -20,6 +20,7 @@ type Statements[ID ~int] struct {
 	queries []string
 	mu      sync.Mutex
 	st      []*sql.Stmt // by ID; nil: not prepared
+	closed  bool
 }
 
 // NewStatements is queries on pool, none prepared yet.
@@ -27,21 +28,28 @@ func NewStatements[ID ~int](pool *sql.DB, queries []string) *Statements[ID] {
 	return &Statements[ID]{pool: pool, queries: queries, st: make([]*sql.Stmt, len(queries))}
 }
 
-// Prepare prepares those of ids not prepared yet. On the writer pool, call
-// it while no transaction holds its one connection (before a write
-// begins): preparing needs the connection.
+// Prepare prepares those of ids not prepared yet. On the writer pool, a
+// caller inside a transaction would wait for its own connection: call it
+// before a write begins. The lock is not held while preparing, which waits
+// for the pool's connection: a transaction on it binding statements (Get)
+// does not wait for a Prepare waiting for it to end.
 func (s *Statements[ID]) Prepare(ctx context.Context, ids ...ID) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, id := range ids {
-		if s.st[id] != nil {
+		if s.Get(id) != nil {
 			continue
 		}
 		st, err := s.pool.PrepareContext(ctx, s.queries[id])
 		if err != nil {
 			return fmt.Errorf("prepare %q: %w", s.queries[id], err)
 		}
-		s.st[id] = st
+		s.mu.Lock()
+		if s.st[id] == nil && !s.closed {
+			s.st[id], st = st, nil
+		}
+		s.mu.Unlock()
+		if st != nil { // prepared meanwhile, or closed
+			st.Close()
+		}
 	}
 	return nil
 }
@@ -74,6 +82,7 @@ func (s *Statements[ID]) Prepared() int {
 func (s *Statements[ID]) Close() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.closed = true
 	var errs []error
 	for i, st := range s.st {
 		if st != nil {

@@ -9,12 +9,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/fakepds/fakepds/internal/stacks"
 	"github.com/fakepds/fakepds/pds/store"
 )
 
@@ -594,5 +596,37 @@ func TestOpenLazyConcurrentFirstUse(t *testing.T) {
 	var n int
 	if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n); err != nil || n != 4 {
 		t.Fatalf("count = %d, %v", n, err)
+	}
+}
+
+// A Prepare waiting for the writer connection does not hold up the
+// transaction holding it while that binds a prepared statement (Get):
+// the transaction ends, then the Prepare prepares. (Holding the lock
+// while preparing, the two waited for each other for ever.)
+func TestStatementsPrepareWhileWriting(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "w.sqlite"), store.Options{})
+	ctx := t.Context()
+	const insert, sel = 0, 1
+	p := store.NewStatements[int](db.Writer(), []string{`INSERT INTO kv (k, v) VALUES (?, ?)`, `SELECT v FROM kv WHERE k = ?`})
+	if err := p.Prepare(ctx, insert); err != nil {
+		t.Fatal(err)
+	}
+	prepared := make(chan error, 1)
+	err := db.Write(ctx, func(tx *sql.Tx) error {
+		go func() { prepared <- p.Prepare(ctx, sel) }()
+		for stacks.Count("select", "store.(*Statements[...]).Prepare", "database/sql.(*DB).conn") == 0 {
+			runtime.Gosched()
+		}
+		_, err := tx.StmtContext(ctx, p.Get(insert)).ExecContext(ctx, "a", []byte("1"))
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-prepared; err != nil || p.Get(sel) == nil {
+		t.Fatalf("Prepare after the transaction: %v", err)
+	}
+	if err := p.Close(); err != nil {
+		t.Fatal(err)
 	}
 }
