@@ -1,6 +1,7 @@
 package pds
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"encoding/base32"
@@ -572,16 +573,42 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request, _ *caller) er
 	if err != nil {
 		return err
 	}
-	value, err := recordJSON(val)
+	body, err := recordAnswer(acc.DID, collection, rkey, got, val)
 	if err != nil {
 		return err
 	}
-	xrpc.WriteJSON(w, http.StatusOK, struct {
-		URI   string          `json:"uri"`
-		CID   string          `json:"cid"`
-		Value json.RawMessage `json:"value"`
-	}{"at://" + acc.DID + "/" + collection.String() + "/" + rkey.String(), got.String(), value})
+	xrpc.WriteRawJSON(w, http.StatusOK, body)
 	return nil
+}
+
+// recordAnswer is getRecord's answer, the bytes xrpc.WriteJSON makes of
+// {uri, cid, value}, written as recordsPage writes a record of
+// listRecords': encoding/json compacted the record's JSON again.
+func recordAnswer(did string, collection syntax.NSID, rkey syntax.RecordKey, c cid.Cid, cbor []byte) ([]byte, error) {
+	uri := "at://" + did + "/" + collection.String() + "/" + rkey.String()
+	b := make([]byte, 0, 64+len(uri)+2*len(cbor))
+	b = append(b, `{"uri":`...)
+	if plainJSON(uri) {
+		b = append(append(append(b, '"'), uri...), '"')
+	} else {
+		// As encoding/json quotes it (U+2028 escaped, unlike
+		// jsvalue.AppendQuote), for the same bytes as before.
+		var q bytes.Buffer
+		enc := json.NewEncoder(&q)
+		enc.SetEscapeHTML(false)
+		if err := enc.Encode(uri); err != nil {
+			return nil, err
+		}
+		b = append(b, bytes.TrimSuffix(q.Bytes(), []byte("\n"))...)
+	}
+	b = append(b, `,"cid":"`...)
+	b = appendCID(b, c.Bytes())
+	b = append(b, `","value":`...)
+	b, err := lexval.AppendRecordJSON(b, cbor)
+	if err != nil {
+		return nil, err
+	}
+	return append(b, '}'), nil
 }
 
 func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) error {

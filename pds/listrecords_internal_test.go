@@ -87,3 +87,45 @@ func TestListRecordsJSON(t *testing.T) {
 		}
 	}
 }
+
+// TestRecordAnswer: getRecord's hand-written answer is the bytes
+// xrpc.WriteJSON made of it (a record of HTML characters and U+2028; a
+// CIDv0; a record key that encoding/json escapes, U+2028 and a quote, where
+// jsvalue.AppendQuote would not escape the U+2028).
+func TestRecordAnswer(t *testing.T) {
+	raw, err := atdata.MarshalCBOR(map[string]any{"$type": "app.bsky.feed.post", "text": "<b>&amp;</b> line\u2028sep", "createdAt": "2026-12-01T00:00:00.000Z"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := recordCID(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v0, err := cid.Cast(c.Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	const did, coll = "did:plc:recordanswer", syntax.NSID("app.bsky.feed.post")
+	for _, tc := range []struct {
+		rkey syntax.RecordKey
+		cid  cid.Cid
+	}{{"3kaaaaaaaaaaa", c}, {"self", v0}, {"a\u2028\"b", c}} {
+		value, err := recordJSON(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rec := httptest.NewRecorder()
+		xrpc.WriteJSON(rec, 200, struct {
+			URI   string          `json:"uri"`
+			CID   string          `json:"cid"`
+			Value json.RawMessage `json:"value"`
+		}{"at://" + did + "/" + coll.String() + "/" + tc.rkey.String(), tc.cid.String(), value})
+		got, err := recordAnswer(did, coll, tc.rkey, tc.cid, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, rec.Body.Bytes()) {
+			t.Errorf("recordAnswer =\n%s\nxrpc.WriteJSON =\n%s", got, rec.Body.Bytes())
+		}
+	}
+}
