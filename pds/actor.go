@@ -21,14 +21,14 @@ import (
 // actor is an open actor store as the cache holds it: the database and
 // the prepared statements of repo writes (the repo engine's and the blob
 // refs'), made at the first write that runs them (so createAccount's cold
-// open does not pay for them, read-only accounts never do, and an account
-// that only creates records without blobs never prepares the blob refs'
-// nor the repo's statements of updates and deletes).
+// open does not pay for them, and read-only accounts never do), those of
+// updates and deletes once the first write has answered (prepareRest).
 type actor struct {
 	*store.DB
 	mu     sync.Mutex
 	writer *repo.Writer
 	refs   *blob.RefStmts
+	rest   bool // prepareRest is due or done
 	// bigCAR: a whole export of the repo was past smallCAR, so exports
 	// stream from a reader without trying memory first (answerSmallCAR).
 	bigCAR atomic.Bool
@@ -68,6 +68,33 @@ func (a *actor) writeStmts(ctx context.Context, writes []prepared, current bool)
 		return nil, nil, err
 	}
 	return a.writer, a.refs, nil
+}
+
+// restDue reports, once, that the account has had its first write and
+// the statements of its updates and deletes are for prepareRest.
+func (a *actor) restDue() bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.writer == nil || a.rest {
+		return false
+	}
+	a.rest = true
+	return true
+}
+
+// prepareRest prepares the statements of small updates and deletes, the
+// repo's and the blob refs', in the background after the account's first
+// write, while its connection is warm (see repo.Writer.PrepareRest:
+// prepared by the first update or delete itself, on caches gone cold,
+// they were 53-90 µs each of its answer). A failure is left to the write
+// that needs them, which prepares what it runs.
+func (a *actor) prepareRest(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_ = a.writer.PrepareRest(ctx)
+	if a.refs != nil {
+		_ = a.refs.Prepare(ctx, true, false)
+	}
 }
 
 // Close closes the statements, then the database.
@@ -117,6 +144,48 @@ func (s *Server) withActorStore(ctx context.Context, did string, fn func(a *acto
 	}
 	defer h.Release()
 	return fn(h.DB)
+}
+
+// withActorStoreThen is withActorStore for an fn that may leave work no
+// answer waits for: the idle func it returns runs in the background
+// (s.idle), with the store still held.
+func (s *Server) withActorStoreThen(ctx context.Context, did string, fn func(a *actor) (idle func(), err error)) error {
+	h, err := s.acquire(ctx, did)
+	if err != nil {
+		return err
+	}
+	idle, err := fn(h.DB)
+	if idle == nil || !s.idle.start(func() { defer h.Release(); idle() }) {
+		h.Release()
+	}
+	return err
+}
+
+// idleWork runs work no answer waits for, and lets Close wait for it.
+type idleWork struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+// start runs fn in its own goroutine, unless close has been called
+// (false: fn does not run).
+func (w *idleWork) start(fn func()) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return false
+	}
+	w.wg.Go(fn)
+	return true
+}
+
+// close waits for the work started, and refuses more.
+func (w *idleWork) close() {
+	w.mu.Lock()
+	w.closed = true
+	w.mu.Unlock()
+	w.wg.Wait()
 }
 
 // errNoRepo is an actor store that does not exist.

@@ -154,10 +154,10 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 	unlock := s.repoLocks.lock(did)
 	defer unlock()
 	var commit *repo.Commit
-	err = s.withActorStore(ctx, did, func(a *actor) error {
+	err = s.withActorStoreThen(ctx, did, func(a *actor) (func(), error) {
 		rw, refStmts, err := a.writeStmts(ctx, writes, check != nil)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		var garbage blob.Garbage
 		var event *sequencer.Pending
@@ -194,12 +194,12 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 			return err
 		})
 		if err != nil {
-			return err
+			return nil, err
 		}
 		if p := event; p != nil {
 			event = nil
 			if _, err := p.Commit(); err != nil {
-				return s.resyncAfterLostEvent(ctx, a.DB, did, err)
+				return nil, s.resyncAfterLostEvent(ctx, a.DB, did, err)
 			}
 		}
 		// Files go only once the transaction that freed them has
@@ -207,7 +207,10 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 		if err := s.blobs().Sweep(ctx, a.DB, did, garbage); err != nil {
 			s.log.Warn("blob sweep", "did", did, "err", err)
 		}
-		return nil
+		if a.restDue() {
+			return func() { a.prepareRest(context.Background()) }, nil
+		}
+		return nil, nil
 	})
 	if err != nil {
 		return nil, repoWriteError(err)

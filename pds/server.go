@@ -196,6 +196,7 @@ type Server struct {
 	// keys only increase.
 	tids        *clock.TIDs
 	repoLocks   repoLocks
+	idle        idleWork // see withActorStoreThen
 	proxyClient *http.Client
 
 	// verifyDPoP is the OAuth seam: when set, bearer hands it requests
@@ -638,6 +639,7 @@ func (s *Server) Close() error {
 		if s.jetstream != nil {
 			s.jetstream.Close()
 		}
+		s.idle.close()
 		errs = append(errs, s.closeStoresMarked(idle))
 		if s.tempDir {
 			errs = append(errs, os.RemoveAll(s.dataDir))

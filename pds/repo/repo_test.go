@@ -617,3 +617,29 @@ func TestWriterPreparesOnNeed(t *testing.T) {
 	f.mustApply(more...)
 	f.checkRepo()
 }
+
+// After PrepareRest a Writer has what small updates and deletes run:
+// Prepare for them finds nothing left to prepare.
+func TestWriterPrepareRest(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t, "").withWriter()
+	ctx := t.Context()
+	f.mustApply(create(t, "a", "1"), create(t, "b", "1"))
+	// What the creates ran unprepared, if anything (an MST node read).
+	if err := f.w.Prepare(ctx, nil, false); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.w.PrepareRest(ctx); err != nil {
+		t.Fatal(err)
+	}
+	base := f.w.NumPrepared()
+	writes := []repo.Write{update(t, "a", "2"), del("b")}
+	if err := f.w.Prepare(ctx, writes, true); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.w.NumPrepared(); n != base {
+		t.Fatalf("Prepare of an update and a delete after PrepareRest prepared %d more statements, want none", n-base)
+	}
+	f.mustApply(writes...)
+	f.checkRepo()
+}

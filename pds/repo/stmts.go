@@ -82,9 +82,9 @@ var stmtSQL = [numStmts]string{
 // work preparing them per call.
 //
 // NewWriter prepares only what every write runs; the statements of
-// updates and deletes wait for the first write that has one (Prepare):
-// preparing all of them was ~200 µs of an account's first createRecord,
-// and many accounts of a test suite only ever create.
+// updates and deletes wait for the first write that has one (Prepare), or
+// for PrepareRest: preparing all of them was ~200 µs of an account's first
+// createRecord, and many accounts of a test suite only ever create.
 type Writer struct {
 	stmts *store.Statements[stmtID]
 
@@ -101,6 +101,9 @@ type Writer struct {
 // memory (for a new account's writes, the node cache and the kept tree
 // hold every node).
 var createStmts = []stmtID{stmtHead, stmtPutBlock, stmtDelBlock, stmtPutRecord, stmtSetRoot}
+
+// restStmts are what small updates and deletes run besides.
+var restStmts = []stmtID{stmtCurrent, stmtDelReplaced, stmtDelRecord}
 
 // keptTree is a repo's MST after a write: clean (every node's CID known),
 // holding the nodes on the paths written so far. The next write, when the
@@ -158,7 +161,8 @@ func NewWriter(ctx context.Context, writer *sql.DB) (*Writer, error) {
 // Prepare prepares what writes will run that is not prepared yet: the
 // statement of Current when current is set, of an update's replaced
 // block when there is an update, of a record's deletion when there is a
-// delete, and those earlier writes ran unprepared. A write that runs a
+// delete, the padded block insert when they are many, and those earlier
+// writes ran unprepared. A write that runs a
 // statement not prepared still works: it prepares that one in its
 // transaction, for itself alone.
 func (w *Writer) Prepare(ctx context.Context, writes []Write, current bool) error {
@@ -175,7 +179,26 @@ func (w *Writer) Prepare(ctx context.Context, writes []Write, current bool) erro
 	if slices.ContainsFunc(writes, func(w Write) bool { return w.Action == ActionDelete }) {
 		ids = append(ids, stmtDelRecord)
 	}
+	if len(writes)+2 > singleRows { // the records, the commit, an MST node at least
+		ids = append(ids, stmtPutBlocks)
+	}
 	if err := w.stmts.Prepare(ctx, ids...); err != nil {
+		return fmt.Errorf("repo: %w", err)
+	}
+	return nil
+}
+
+// PrepareRest prepares what small updates and deletes run, for a caller
+// with the connection warm and nothing to do: right after an account's
+// first write. Prepared at the account's first update or delete instead,
+// each was the first SQLite work of its request, on a connection whose
+// memory other accounts' requests had pushed out of the CPU caches since,
+// and took 53-90 µs (Current 90, the first of putRecord; the record
+// delete 53, the first of deleteRecord), where the same statements take
+// 3-20 µs in a loop. As Prepare, call it when no transaction holds the
+// writer connection, or it waits for one to end.
+func (w *Writer) PrepareRest(ctx context.Context) error {
+	if err := w.stmts.Prepare(ctx, restStmts...); err != nil {
 		return fmt.Errorf("repo: %w", err)
 	}
 	return nil
