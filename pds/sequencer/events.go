@@ -370,7 +370,7 @@ func (s *Sequencer) encode(events []Event, last int64, now time.Time) ([]Stored,
 	t := now.Format(timeFormat)
 	out := make([]Stored, 0, len(events))
 	for i, e := range events {
-		// AUTOINCREMENT takes the seq given: the last one plus one.
+		// The last one given out plus one (readLast, then memory).
 		seq := last + int64(i) + 1
 		typ, err := stamp(e, seq, t)
 		if err != nil {
@@ -391,6 +391,9 @@ func (s *Sequencer) encode(events []Event, last int64, now time.Time) ([]Stored,
 func (s *Sequencer) DeleteAccountEvents(ctx context.Context, did string) error {
 	defer s.tail.reset()
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		if err := markLast(ctx, tx); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM repo_seq WHERE did = ?`, did)
 		return err
 	})
@@ -402,9 +405,22 @@ func (s *Sequencer) DeleteAccountEvents(ctx context.Context, did string) error {
 func (s *Sequencer) DeleteAccountEventsBefore(ctx context.Context, did string, keep int64) error {
 	defer s.tail.reset()
 	return s.db.Write(ctx, func(tx *sql.Tx) error {
+		if err := markLast(ctx, tx); err != nil {
+			return err
+		}
 		_, err := tx.ExecContext(ctx, `DELETE FROM repo_seq WHERE did = ? AND seq != ?`, did, keep)
 		return err
 	})
+}
+
+// markLast keeps the newest seq in seq_mark, in the transaction of a
+// deletion that may remove its event: readLast takes the larger of it and
+// the newest event's, so a seq is never reused. Appends do not write it:
+// their newest event is its own record (a page less at every commit).
+func markLast(ctx context.Context, tx *sql.Tx) error {
+	_, err := tx.ExecContext(ctx, `INSERT INTO seq_mark (id, seq) SELECT 1, max(seq) FROM repo_seq WHERE true HAVING max(seq) IS NOT NULL
+		ON CONFLICT (id) DO UPDATE SET seq = max(seq, excluded.seq)`)
+	return err
 }
 
 // Head is the newest seq, 0 when there is none.

@@ -68,11 +68,13 @@ func Open(ctx context.Context, dir string, opts store.Options) (*Sequencer, erro
 // DB is the underlying database.
 func (s *Sequencer) DB() *store.DB { return s.db }
 
-// readLast is the last seq given out: AUTOINCREMENT's record of it, which
-// outlives the deletion of the newest events, so a seq is never reused.
+// readLast is the last seq given out: the newest event's, or the mark
+// a deletion of the newest events left (see markLast), so a seq is never
+// reused.
 func (s *Sequencer) readLast(ctx context.Context) (int64, error) {
 	var last int64
-	err := s.db.Writer().QueryRowContext(ctx, `SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'repo_seq'), 0)`).Scan(&last)
+	err := s.db.Writer().QueryRowContext(ctx, `SELECT max(coalesce((SELECT max(seq) FROM repo_seq), 0),
+		coalesce((SELECT seq FROM seq_mark WHERE id = 1), 0))`).Scan(&last)
 	return last, err
 }
 
@@ -94,9 +96,10 @@ func (s *Sequencer) Close() error {
 	return s.db.Close()
 }
 
-// Migrations is the sequencer schema. seq is an INTEGER PRIMARY KEY with
-// AUTOINCREMENT so a seq is never reused, even after the newest events are
-// deleted (an account deletion removes that account's events).
+// Migrations is the sequencer schema. A seq is never reused, even after
+// the newest events are deleted (an account deletion removes that
+// account's events): seq_mark keeps the last one given out whenever a
+// deletion may remove it (see markLast).
 var Migrations = []string{
 	`CREATE TABLE repo_seq (
 		seq          INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -106,6 +109,28 @@ var Migrations = []string{
 		invalidated  INTEGER NOT NULL DEFAULT 0,
 		sequenced_at TEXT NOT NULL
 	);
+	CREATE INDEX repo_seq_did ON repo_seq (did);
+	CREATE INDEX repo_seq_sequenced_at ON repo_seq (sequenced_at);`,
+	// 2: repo_seq without AUTOINCREMENT, whose sqlite_sequence row was a
+	// page of the WAL at every commit (4 -> 3 pages an event in a suite's
+	// writes); seq_mark takes over its record of the last seq.
+	`CREATE TABLE seq_mark (
+		id  INTEGER PRIMARY KEY CHECK (id = 1),
+		seq INTEGER NOT NULL
+	);
+	INSERT INTO seq_mark (id, seq) SELECT 1, seq FROM sqlite_sequence WHERE name = 'repo_seq';
+	CREATE TABLE repo_seq_2 (
+		seq          INTEGER PRIMARY KEY,
+		did          TEXT NOT NULL,
+		event_type   TEXT NOT NULL,
+		event        BLOB NOT NULL,
+		invalidated  INTEGER NOT NULL DEFAULT 0,
+		sequenced_at TEXT NOT NULL
+	);
+	INSERT INTO repo_seq_2 (seq, did, event_type, event, invalidated, sequenced_at)
+		SELECT seq, did, event_type, event, invalidated, sequenced_at FROM repo_seq ORDER BY seq;
+	DROP TABLE repo_seq;
+	ALTER TABLE repo_seq_2 RENAME TO repo_seq;
 	CREATE INDEX repo_seq_did ON repo_seq (did);
 	CREATE INDEX repo_seq_sequenced_at ON repo_seq (sequenced_at);`,
 }

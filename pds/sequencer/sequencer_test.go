@@ -2,6 +2,7 @@ package sequencer_test
 
 import (
 	"bytes"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -305,4 +306,52 @@ func BenchmarkAppendParallel(b *testing.B) {
 			}
 		}
 	})
+}
+
+// A log written before repo_seq lost AUTOINCREMENT (user_version 1) opens
+// with its events as they were, and the seq goes on after the last one
+// given out, even when the newest events had been deleted: migration 2
+// carries sqlite_sequence's record of it over. Deletions after it keep it
+// too, the newest event of an empty log included.
+func TestSeqMigratedFromAutoincrement(t *testing.T) {
+	dir := t.TempDir()
+	ctx := t.Context()
+	old, err := store.Open(ctx, filepath.Join(dir, sequencer.File), store.Options{Migrations: sequencer.Migrations[:1]})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, did := range []string{"did:plc:a", "did:plc:b", "did:plc:c"} {
+		if _, err := old.Writer().ExecContext(ctx, `INSERT INTO repo_seq (did, event_type, event, sequenced_at) VALUES (?, 'identity', x'a0', '2026-12-02T00:00:00.000Z')`, did); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := old.Writer().ExecContext(ctx, `DELETE FROM repo_seq WHERE did = 'did:plc:c'`); err != nil {
+		t.Fatal(err)
+	}
+	old.Close()
+
+	s, err := sequencer.Open(ctx, dir, store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if evs, err := s.After(ctx, 0, 10); err != nil || len(evs) != 2 || evs[0].DID != "did:plc:a" || evs[1].Seq != 2 || !bytes.Equal(evs[1].Frame, []byte{0xa0}) {
+		t.Fatalf("events after the migration: %+v, %v; want did:plc:a at 1 and did:plc:b at 2 as stored", evs, err)
+	}
+	got, err := s.Append(ctx, time.Now(), sequencer.Identity("did:plc:d", ""))
+	if err != nil || got[0].Seq != 4 {
+		t.Fatalf("first seq after the migration: %+v, %v; want 4", got, err)
+	}
+	for _, did := range []string{"did:plc:a", "did:plc:b", "did:plc:d"} {
+		if err := s.DeleteAccountEvents(ctx, did); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s.Close()
+	if s, err = sequencer.Open(ctx, dir, store.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if got, err = s.Append(ctx, time.Now(), sequencer.Identity("did:plc:e", "")); err != nil || got[0].Seq != 5 {
+		t.Fatalf("first seq after every event was deleted: %+v, %v; want 5", got, err)
+	}
 }
