@@ -5,7 +5,11 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io/fs"
 	"net/http"
+	"net/http/httptest"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -302,5 +306,47 @@ func TestHandleCase(t *testing.T) {
 		if resp.StatusCode != want {
 			t.Errorf("/.well-known/atproto-did for Host %s = %d, want %d", host, resp.StatusCode, want)
 		}
+	}
+}
+
+// TestCreateAccountPLCRefused: when the PLC directory refuses the genesis
+// operation (a 5xx: 502 UpstreamFailure, as the reference's PLC client),
+// createAccount leaves no actor store behind (it is made beside the PLC
+// call) and no account: twice, the second store made of the spare.
+func TestCreateAccountPLCRefused(t *testing.T) {
+	plcSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			w.Header().Set("Content-Type", "application/json")
+			w.WriteHeader(http.StatusInternalServerError)
+			w.Write([]byte(`{"message":"the directory is down"}`))
+			return
+		}
+		http.NotFound(w, r)
+	}))
+	defer plcSrv.Close()
+	s := start(t, pds.Config{PLCURL: plcSrv.URL})
+	c := atclient.NewAPIClient(s.URL())
+	for i := range 2 {
+		handle, email, pw := fmt.Sprintf("refused%d.test", i), fmt.Sprintf("refused%d@example.com", i), "pw"
+		_, err := comatproto.ServerCreateAccount(t.Context(), c, &comatproto.ServerCreateAccount_Input{Handle: handle, Email: &email, Password: &pw})
+		apiErr(t, err, http.StatusBadGateway, "UpstreamFailure")
+		_, err = comatproto.ServerCreateSession(t.Context(), c, &comatproto.ServerCreateSession_Input{Identifier: handle, Password: pw})
+		apiErr(t, err, http.StatusUnauthorized, "AuthenticationRequired")
+	}
+	var stores []string
+	err := filepath.WalkDir(filepath.Join(s.DataDir(), "actors"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && strings.HasSuffix(p, ".sqlite") {
+			stores = append(stores, p)
+		}
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(stores) > 0 {
+		t.Fatalf("actor stores left by refused createAccounts: %v", stores)
 	}
 }
