@@ -188,13 +188,16 @@ type NewAccount struct {
 // fails with ErrHandleTaken or ErrEmailTaken and stores nothing.
 func (m *Manager) Create(ctx context.Context, n NewAccount) error {
 	now := FormatTime(n.Now)
+	// Before the transaction: preparing needs the writer's one connection.
+	if err := m.writes.Prepare(ctx, insertActor, insertAccount, insertSigningKey); err != nil {
+		return err
+	}
 	return m.write(ctx, func(tx *sql.Tx) error {
 		var deactivated any
 		if n.Deactivated {
 			deactivated = now
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO actor (did, handle, created_at, deactivated_at) VALUES (?, ?, ?, ?)`,
-			n.DID, n.Handle, now, deactivated); err != nil {
+		if err := m.exec(ctx, tx, insertActor, n.DID, n.Handle, now, deactivated); err != nil {
 			if isUnique(err, "actor.handle") {
 				return ErrHandleTaken
 			}
@@ -203,15 +206,14 @@ func (m *Manager) Create(ctx context.Context, n NewAccount) error {
 		// As the reference: an account without a password has no account
 		// row (and so no email, and no way to log in).
 		if n.PasswordScrypt != "" {
-			if _, err := tx.ExecContext(ctx, `INSERT INTO account (did, email, password_scrypt) VALUES (?, ?, ?)`,
-				n.DID, n.Email, n.PasswordScrypt); err != nil {
+			if err := m.exec(ctx, tx, insertAccount, n.DID, n.Email, n.PasswordScrypt); err != nil {
 				if isUnique(err, "account.email") {
 					return ErrEmailTaken
 				}
 				return err
 			}
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO signing_key (did, key) VALUES (?, ?)`, n.DID, n.SigningKey); err != nil {
+		if err := m.exec(ctx, tx, insertSigningKey, n.DID, n.SigningKey); err != nil {
 			return err
 		}
 		if n.InviteCode != "" {

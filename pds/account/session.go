@@ -33,10 +33,11 @@ func (m *Manager) StoreRefresh(ctx context.Context, t RefreshToken) error {
 	if t.AppPass != nil {
 		name = t.AppPass.Name
 	}
-	return m.write(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, `INSERT INTO refresh_token (id, did, expires_at, app_pass_name) VALUES (?, ?, ?, ?)
-			ON CONFLICT (id) DO NOTHING`, t.ID, t.DID, FormatTime(t.ExpiresAt), name)
+	if err := m.writes.Prepare(ctx, insertRefresh); err != nil {
 		return err
+	}
+	return m.write(ctx, func(tx *sql.Tx) error {
+		return m.exec(ctx, tx, insertRefresh, t.ID, t.DID, FormatTime(t.ExpiresAt), name)
 	})
 }
 

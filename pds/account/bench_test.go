@@ -1,0 +1,33 @@
+package account_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/fakepds/fakepds/pds/account"
+	"github.com/fakepds/fakepds/pds/store"
+)
+
+// BenchmarkCreate is what createAccount writes to the account database:
+// the account's rows (one transaction), then its session's refresh token
+// (another).
+func BenchmarkCreate(b *testing.B) {
+	m, err := account.Open(b.Context(), b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := b.Context()
+	i := 0
+	for b.Loop() {
+		did := fmt.Sprintf("did:plc:bench%d", i)
+		if err := m.Create(ctx, account.NewAccount{DID: did, Handle: fmt.Sprintf("b%d.test", i), Email: fmt.Sprintf("b%d@example.com", i),
+			PasswordScrypt: "x:y", SigningKey: []byte{1}, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+		if err := m.StoreRefresh(ctx, account.RefreshToken{ID: fmt.Sprintf("r%d", i), DID: did, ExpiresAt: t0}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
