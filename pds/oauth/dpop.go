@@ -88,31 +88,42 @@ func (n *nonces) check(nonce string) bool {
 // code challenge) seen within the window in which it could still be
 // accepted. Bounded: when full, the expired entries go; if none have, the
 // oldest half goes (a flood of proofs then costs replay protection for old
-// proofs only, never memory).
+// proofs only, never memory). It keeps each key's SHA-256, not the key: a
+// jti is the client's string, as long as a header (1 MiB) or a form
+// (64 KiB) lets it be, so keeping keys bounded the count only, and a
+// client sending long jtis could make the full map hold gigabytes.
 type replay struct {
 	mu     sync.Mutex
-	seen   map[string]time.Time
+	seen   map[[sha256.Size]byte]time.Time
 	now    func() time.Time
 	window time.Duration
 }
 
 func newReplay(now func() time.Time, window time.Duration) *replay {
-	return &replay{seen: make(map[string]time.Time), now: now, window: window}
+	return &replay{seen: make(map[[sha256.Size]byte]time.Time), now: now, window: window}
 }
 
 // unique records key and reports whether it was new.
 func (r *replay) unique(key string) bool {
+	h := sha256.Sum256([]byte(key))
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	now := r.now()
-	if t, ok := r.seen[key]; ok && now.Sub(t) < r.window {
+	if t, ok := r.seen[h]; ok && now.Sub(t) < r.window {
 		return false
 	}
 	if len(r.seen) >= maxRememberedJTIs {
 		r.sweep(now)
 	}
-	r.seen[key] = now
+	r.seen[h] = now
 	return true
+}
+
+// len is how many keys are remembered.
+func (r *replay) len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.seen)
 }
 
 func (r *replay) sweep(now time.Time) {
