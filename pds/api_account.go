@@ -177,7 +177,7 @@ func (s *Server) makeAccount(ctx context.Context, requester string, in *createAc
 	undo = append(undo, func() { s.accounts.Delete(context.WithoutCancel(ctx), did.String()) })
 	// The account's first write would read the key back and parse it
 	// again (two public key derivations).
-	s.keys.m.Store(did.String(), key)
+	s.keys.put(did.String(), key)
 	undo = append(undo, func() { s.forgetKey(did.String()) })
 	sess, err := s.newSession(ctx, did.String(), nil, false)
 	if err != nil {
