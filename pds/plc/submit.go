@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/did-method-plc/go-didplc"
 	"github.com/mr-tron/base58"
@@ -265,7 +264,7 @@ func checkLimits(op *didplc.RegularOp) error {
 		return invalidOp(fmt.Sprintf("Too many rotationKey entries (max %d)", maxRotationEntries))
 	}
 	for _, key := range op.RotationKeys {
-		if _, err := atcrypto.ParsePublicDIDKey(key); err != nil {
+		if _, err := parsePublicKey(key); err != nil {
 			return invalidOp("Invalid rotationKey: " + key)
 		}
 	}
@@ -336,7 +335,7 @@ func verifySig(keys []string, op didplc.Operation, as string) (int, error) {
 	if _, err := base64.RawURLEncoding.Strict().DecodeString(sig); err != nil || strings.ContainsAny(sig, "\r\n") {
 		return -1, malformedSig
 	}
-	i, err := didplc.VerifySignatureAny(op, keys)
+	i, err := verifyAny(op, keys)
 	if err != nil {
 		return -1, invalidSig(as)
 	}
