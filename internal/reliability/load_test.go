@@ -46,7 +46,7 @@ func TestLoadMixed(t *testing.T) {
 		clients  = 32
 		accounts = scale(16, 256)
 		requests = scale(1000, 0)                              // the default run's size
-		duration = time.Duration(scale(0, int(2*time.Minute))) // a soak's
+		duration = soakLoad(t) // a soak's
 		dir      = t.TempDir()
 		ctx      = t.Context()
 		// Without the race detector: under it the server makes the
@@ -177,13 +177,20 @@ func TestLoadMixed(t *testing.T) {
 	sort.Strings(st)
 	t.Logf("%d clients, %d accounts, %d requests in %s (%s); the consumers that kept up: %d events each; the slow one cut off with ConsumerTooSlow after %d; peak RSS %d MiB (race detector: %v), RSS at each quarter of the run %s; largest -wal: %s",
 		clients, accounts, total, took.Round(time.Millisecond), strings.Join(st, ", "), len(stream), len(seen), rss>>20, raceEnabled, quarters(rssBySecond), fmtSizes(wal))
-	rssLimit := int64(1 << 30)
+	// The bound: 256 open actor stores' bounded page caches and
+	// connections (SQLite's allocations level off near 240 MiB), the Go
+	// heap's bounded caches, the binary. Where under it the RSS levels off
+	// depends on how much data the load has written, not on time (a busy
+	// machine's 4 minutes were still below a quiet one's plateau), so the
+	// curve is logged, not checked.
+	rssLimit := int64(512 << 20)
 	if raceEnabled {
 		rssLimit *= 4 // the race detector's shadow memory
 	}
 	if rss > rssLimit {
 		t.Errorf("peak RSS %d MiB, over %d MiB", rss>>20, rssLimit>>20)
 	}
+
 	for kind, n := range wal {
 		if n > 64<<20 {
 			t.Errorf("the %s -wal reached %d MiB", kind, n>>20)

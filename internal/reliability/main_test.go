@@ -7,10 +7,29 @@ import (
 	"path/filepath"
 	"sync"
 	"testing"
+	"time"
 )
 
 // soak is FAKEPDS_SOAK=1: the full-size runs of `make soak`.
 var soak = os.Getenv("FAKEPDS_SOAK") == "1"
+
+// soakLoad is how long a soak's load test runs: 2 minutes, or
+// FAKEPDS_SOAK_LOAD (a Go duration) to watch the memory level off over a
+// longer run; none outside a soak.
+func soakLoad(t testing.TB) time.Duration {
+	if !soak {
+		return 0
+	}
+	v := os.Getenv("FAKEPDS_SOAK_LOAD")
+	if v == "" {
+		return 2 * time.Minute
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d <= 0 {
+		t.Fatalf("FAKEPDS_SOAK_LOAD=%q: want a positive Go duration (6m)", v)
+	}
+	return d
+}
 
 // scale is n in the default run, full in a soak.
 func scale(n, full int) int {
