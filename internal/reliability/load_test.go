@@ -45,8 +45,8 @@ func TestLoadMixed(t *testing.T) {
 	var (
 		clients  = 32
 		accounts = scale(16, 256)
-		requests = scale(1000, 0)                              // the default run's size
-		duration = soakLoad(t) // a soak's
+		requests = scale(1000, 0) // the default run's size
+		duration = soakLoad(t)    // a soak's
 		dir      = t.TempDir()
 		ctx      = t.Context()
 		// Without the race detector: under it the server makes the
