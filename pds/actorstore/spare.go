@@ -101,17 +101,28 @@ func (s *Spare) move(path string) error {
 	spare := filepath.Join(s.dir, SpareDir)
 	shard := filepath.Dir(path)
 	base := filepath.Base(path)
-	suffixes := []string{"-wal", "-shm", ""}
-	if _, err := os.Lstat(shard); errors.Is(err, fs.ErrNotExist) {
-		// The spare's directory becomes the store's: its files renamed
-		// inside it, then it, one directory fewer to make.
-		for _, suf := range suffixes {
-			if err := os.Rename(filepath.Join(spare, spareName+suf), filepath.Join(spare, base+suf)); err != nil {
+	// renameAll renames the database's three files, from names made by
+	// from to names made by to, the database last.
+	renameAll := func(from, to func(suf string) string) error {
+		for _, suf := range []string{"-wal", "-shm", ""} {
+			if err := os.Rename(from(suf), to(suf)); err != nil {
 				return err
 			}
 		}
-		err := os.Rename(spare, shard)
-		if err == nil {
+		return nil
+	}
+	inSpare := func(name string) func(string) string {
+		return func(suf string) string { return filepath.Join(spare, name+suf) }
+	}
+	atPath := func(suf string) string { return path + suf }
+	from := inSpare(spareName)
+	if _, err := os.Lstat(shard); errors.Is(err, fs.ErrNotExist) {
+		// The spare's directory becomes the store's: its files renamed
+		// inside it, then it, one directory fewer to make.
+		if err := renameAll(from, inSpare(base)); err != nil {
+			return err
+		}
+		if err := os.Rename(spare, shard); err == nil {
 			if s.opts.Fsync {
 				// Durable: the directory's name, and its files' new names.
 				return errors.Join(store.SyncDir(shard), store.SyncDir(s.dir))
@@ -119,17 +130,10 @@ func (s *Spare) move(path string) error {
 			return nil
 		}
 		// Made meanwhile by a store made the usual way: move the files in.
-		for _, suf := range suffixes {
-			if err := os.Rename(filepath.Join(spare, base+suf), path+suf); err != nil {
-				return err
-			}
-		}
-	} else {
-		for _, suf := range suffixes {
-			if err := os.Rename(filepath.Join(spare, spareName+suf), path+suf); err != nil {
-				return err
-			}
-		}
+		from = inSpare(base)
+	}
+	if err := renameAll(from, atPath); err != nil {
+		return err
 	}
 	if s.opts.Fsync {
 		return store.SyncDir(shard)
