@@ -86,8 +86,9 @@ func (a *actor) restDue() bool {
 // repo's and the blob refs', in the background after the account's first
 // write, while its connection is warm (see repo.Writer.PrepareRest:
 // prepared by the first update or delete itself, on caches gone cold,
-// they were 53-90 µs each of its answer). A failure is left to the write
-// that needs them, which prepares what it runs.
+// they were 53-90 µs each of its answer), and those of the commonest
+// reads (store.DB.PrepareQueries). A failure is left to the call that
+// needs them, which prepares what it runs.
 func (a *actor) prepareRest(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -95,6 +96,7 @@ func (a *actor) prepareRest(ctx context.Context) {
 	if a.refs != nil {
 		_ = a.refs.Prepare(ctx, true, false)
 	}
+	_ = a.PrepareQueries(ctx, repo.CommonQueries()...)
 }
 
 // Close closes the statements, then the database.

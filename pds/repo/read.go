@@ -35,13 +35,25 @@ func Head(ctx context.Context, q Querier) (cid.Cid, string, error) {
 	return c, rev, nil
 }
 
+const getRecordQuery = `SELECT r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
+	WHERE r.collection = ? AND r.rkey = ? AND r.takedown_ref IS NULL`
+
+// CommonQueries are the texts of the reads a test suite runs most (a
+// getRecord, a listRecords of the default page), for a Querier that
+// prepares statements ahead (store.DB.PrepareQueries).
+func CommonQueries() []string {
+	return []string{getRecordQuery, listQuery(false, false, defaultListLimit)}
+}
+
+// defaultListLimit is listRecords' default page.
+const defaultListLimit = 50
+
 // GetRecord is the record at collection/rkey: its CID and DAG-CBOR bytes.
 // With want set, the record must be at that CID. A missing record, or one
 // taken down, is ErrRecordNotFound.
 func GetRecord(ctx context.Context, q Querier, collection syntax.NSID, rkey syntax.RecordKey, want *cid.Cid) (cid.Cid, []byte, error) {
 	var cc, content []byte
-	err := q.QueryRowContext(context.WithoutCancel(ctx), `SELECT r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
-		WHERE r.collection = ? AND r.rkey = ? AND r.takedown_ref IS NULL`,
+	err := q.QueryRowContext(context.WithoutCancel(ctx), getRecordQuery,
 		collection.String(), rkey.String()).Scan(&cc, &content)
 	if errors.Is(err, sql.ErrNoRows) {
 		return cid.Undef, nil, ErrRecordNotFound
@@ -99,25 +111,11 @@ type RawRecord struct {
 // copying them into a slice (listRecords writes each into its answer as
 // it comes). An error from fn stops the listing and is returned.
 func EachRecord(ctx context.Context, q Querier, collection syntax.NSID, limit int, cursor string, reverse bool, fn func(RawRecord) error) (string, error) {
-	query := `SELECT r.rkey, r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
-		WHERE r.collection = ? AND r.takedown_ref IS NULL`
 	args := []any{collection.String()}
 	if cursor != "" {
-		if reverse {
-			query += ` AND r.rkey > ?`
-		} else {
-			query += ` AND r.rkey < ?`
-		}
 		args = append(args, cursor)
 	}
-	// The limit is written into the query, not bound: SQLite's planner
-	// looks at a bound LIMIT, so the statement was compiled again at its
-	// first step after the bind (~40% of a prepare, every call).
-	if reverse {
-		query += ` ORDER BY r.rkey ASC LIMIT ` + strconv.Itoa(limit)
-	} else {
-		query += ` ORDER BY r.rkey DESC LIMIT ` + strconv.Itoa(limit)
-	}
+	query := listQuery(cursor != "", reverse, limit)
 	rows, err := q.QueryContext(context.WithoutCancel(ctx), query, args...)
 	if err != nil {
 		return "", fmt.Errorf("repo: list records: %w", err)
@@ -144,6 +142,27 @@ func EachRecord(ctx context.Context, q Querier, collection syntax.NSID, limit in
 		return "", fmt.Errorf("repo: list records: %w", err)
 	}
 	return string(last), nil
+}
+
+// listQuery is EachRecord's statement: with a cursor or not, in which
+// order, how many.
+func listQuery(cursor, reverse bool, limit int) string {
+	query := `SELECT r.rkey, r.cid, b.content FROM record r JOIN repo_block b ON b.cid = r.cid
+		WHERE r.collection = ? AND r.takedown_ref IS NULL`
+	if cursor {
+		if reverse {
+			query += ` AND r.rkey > ?`
+		} else {
+			query += ` AND r.rkey < ?`
+		}
+	}
+	// The limit is written into the query, not bound: SQLite's planner
+	// looks at a bound LIMIT, so the statement was compiled again at its
+	// first step after the bind (~40% of a prepare, every call).
+	if reverse {
+		return query + ` ORDER BY r.rkey ASC LIMIT ` + strconv.Itoa(limit)
+	}
+	return query + ` ORDER BY r.rkey DESC LIMIT ` + strconv.Itoa(limit)
 }
 
 // Collections lists the collections that hold records, sorted

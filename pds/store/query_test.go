@@ -2,7 +2,10 @@ package store_test
 
 import (
 	"database/sql"
+	"fmt"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -77,5 +80,74 @@ func TestQueryUsesIdleWriter(t *testing.T) {
 	}
 	if err := <-wrote; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestQueryPreparesOnce: a query Query runs on the writer is prepared the
+// first time and reused after, and each run still sees the latest commit;
+// PrepareQueries prepares ahead; the statements kept are bounded, the
+// oldest dropped.
+func TestQueryPreparesOnce(t *testing.T) {
+	ctx := t.Context()
+	db := open(t, filepath.Join(t.TempDir(), "q.sqlite"), store.Options{})
+	const count = `SELECT count(*) FROM kv`
+	n := func(query string) int {
+		t.Helper()
+		var n int
+		if err := db.Query(func(q store.Querier) error { return q.QueryRowContext(ctx, query).Scan(&n) }); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	for i, k := range []string{"a", "b", "c"} {
+		if err := put(ctx, db, k, []byte("1")); err != nil {
+			t.Fatal(err)
+		}
+		if got := n(count); got != i+1 {
+			t.Fatalf("after %d puts the reused statement counted %d", i+1, got)
+		}
+	}
+	if got := store.QueriesPrepared(db); !slices.Equal(got, []string{count}) {
+		t.Fatalf("prepared %q, want the one query once", got)
+	}
+
+	ahead := `SELECT count(*) FROM kv WHERE k > 'a'`
+	if err := db.PrepareQueries(ctx, ahead); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.QueriesPrepared(db); !slices.Equal(got, []string{count, ahead}) {
+		t.Fatalf("after PrepareQueries: %q", got)
+	}
+	if got := n(ahead); got != 2 {
+		t.Fatalf("the query prepared ahead counted %d, want 2", got)
+	}
+	if err := db.PrepareQueries(ctx, `SELECT nope FROM nowhere`); err == nil {
+		t.Fatal("PrepareQueries of a bad query: no error")
+	}
+	err := db.Query(func(q store.Querier) error {
+		var v int
+		return q.QueryRowContext(ctx, `SELECT nope FROM nowhere`).Scan(&v)
+	})
+	if err == nil || !strings.Contains(err.Error(), "no such table") {
+		t.Fatalf("Query of a bad query: %v, want SQLite's own error", err)
+	}
+
+	var want []string
+	for i := range 12 {
+		q := fmt.Sprintf(`SELECT count(*) + %d FROM kv`, i)
+		if got := n(q); got != 3+i {
+			t.Fatalf("%s = %d", q, got)
+		}
+		want = append(want, q)
+	}
+	got := store.QueriesPrepared(db)
+	if len(got) != 8 || !slices.Equal(got, want[len(want)-8:]) {
+		t.Fatalf("kept %d statements %q, want the newest 8", len(got), got)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := store.QueriesPrepared(db); len(got) != 0 {
+		t.Fatalf("after Close %d statements kept", len(got))
 	}
 }

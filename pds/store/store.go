@@ -104,6 +104,7 @@ type DB struct {
 	wmu      sync.Mutex // held by a Write, or by a Query on w
 	r        *sql.DB    // readers, query_only
 	settings Settings
+	queries  stmtCache // Query's statements on w
 
 	// Of a DB from OpenLazy: w, r and settings are set, under mu, by the
 	// first use; opened says they are.
@@ -165,7 +166,9 @@ func OpenLazy(ctx context.Context, path string, opts Options) (*DB, error) {
 	} else if !errors.Is(err, fs.ErrNotExist) {
 		return nil, fmt.Errorf("store: open %s: %w", path, err)
 	}
-	return &DB{path: path, opts: opts}, nil
+	db := &DB{path: path, opts: opts}
+	db.queries.db = db
+	return db, nil
 }
 
 // Opened reports whether the database is open: always for Open, after the
@@ -253,6 +256,7 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 	w.SetConnMaxLifetime(0)
 
 	db := &DB{path: path, w: w}
+	db.queries.db = db
 	got, version, err := readSettings(ctx, w)
 	if err != nil {
 		w.Close()
@@ -500,6 +504,7 @@ func (db *DB) Close() error {
 	if !db.opened.Load() {
 		return nil
 	}
+	db.queries.close()
 	var errR error
 	if db.r != nil {
 		errR = db.r.Close()
