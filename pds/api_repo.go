@@ -114,17 +114,16 @@ func (p prepared) uri(did string) syntax.ATURI {
 
 // prepareRecord checks a record and converts it to DAG-CBOR; write is its
 // index in applyWrites, -1 elsewhere. The lexicon has checked collection
-// and rkey's formats (a generated rkey is a TID); the parse here holds the
-// repo engine to indigo's syntax all the same.
+// and rkey's formats (a generated rkey is a TID); the check here holds the
+// repo engine to indigo's syntax all the same (lexval's regexp-free one).
 func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey string, record lexval.Value, validate *bool) (prepared, error) {
-	nsid, err := syntax.ParseNSID(collection)
-	if err != nil {
+	if !lexval.ValidNSID(collection) {
 		return prepared{}, xrpc.InvalidRequest("", "Invalid collection: %s", collection)
 	}
-	rk, err := syntax.ParseRecordKey(rkey)
-	if err != nil {
+	if !lexval.ValidRecordKey(rkey) {
 		return prepared{}, xrpc.InvalidRequest("", "Invalid record key: %s", rkey)
 	}
+	nsid, rk := syntax.NSID(collection), syntax.RecordKey(rkey)
 	p := prepared{Write: repo.Write{Action: action, Collection: nsid, RKey: rk}}
 	if action == repo.ActionDelete {
 		return p, nil

@@ -7,7 +7,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
 
 	"github.com/fakepds/fakepds/pds/jsvalue"
@@ -15,7 +14,7 @@ import (
 
 // format is a lexicon string format. Where indigo's syntax package accepts
 // exactly what the reference (@atproto/syntax, in lex-schema's strict mode)
-// accepts, it is used; datetime, uri, at-uri, cid and language follow the
+// accepts, its rules are used (syntax.go, without its regexps); datetime, uri, at-uri, cid and language follow the
 // reference's own rules, which differ from indigo's.
 type format uint8
 
@@ -73,14 +72,12 @@ func (f format) description() string {
 }
 
 func (f format) valid(s string) bool {
-	var err error
 	switch f {
 	case fmtATIdentifier:
 		if strings.HasPrefix(s, "did:") {
-			_, err = syntax.ParseDID(s)
-		} else {
-			_, err = syntax.ParseHandle(s)
+			return validDID(s)
 		}
+		return validHandle(s)
 	case fmtATURI:
 		return validATURI(s)
 	case fmtCID:
@@ -88,13 +85,13 @@ func (f format) valid(s string) bool {
 	case fmtDatetime:
 		return validDatetime(s)
 	case fmtDID:
-		_, err = syntax.ParseDID(s)
+		return validDID(s)
 	case fmtHandle:
-		_, err = syntax.ParseHandle(s)
+		return validHandle(s)
 	case fmtLanguage:
 		return validLanguage(s)
 	case fmtNSID:
-		_, err = syntax.ParseNSID(s)
+		return ValidNSID(s)
 	case fmtRecordKey:
 		return validRecordKey(s)
 	case fmtTID:
@@ -102,7 +99,7 @@ func (f format) valid(s string) bool {
 	case fmtURI:
 		return validURI(s)
 	}
-	return err == nil
+	return true
 }
 
 // validRecordKey is syntax.ParseRecordKey (and @atproto/syntax's
@@ -261,7 +258,7 @@ func validATURI(s string) bool {
 		return false
 	}
 	if c, ok := group(2); ok {
-		if _, err := syntax.ParseNSID(c); err != nil {
+		if !ValidNSID(c) {
 			return false
 		}
 	}
@@ -282,7 +279,7 @@ func validATURI(s string) bool {
 		return false // query
 	}
 	if rk, ok := group(3); ok {
-		if _, err := syntax.ParseRecordKey(rk); err != nil {
+		if !validRecordKey(rk) {
 			return false
 		}
 	}

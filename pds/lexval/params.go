@@ -3,7 +3,6 @@ package lexval
 import (
 	"fmt"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 
@@ -68,14 +67,20 @@ func CheckParams(nsid, rawQuery string) error {
 	return nil
 }
 
-var intParamRE = regexp.MustCompile(`^-?[0-9]+$`)
+// intParam is /^-?[0-9]+$/, lex-schema's test of an integer parameter.
+func intParam(s string) bool {
+	if s != "" && s[0] == '-' {
+		s = s[1:]
+	}
+	return s != "" && strings.IndexFunc(s, func(r rune) bool { return r < '0' || r > '9' }) < 0
+}
 
 // coerceParam is lex-schema's coerceParam: a query value read as the
 // parameter's scalar type, or the issue's message.
 func coerceParam(n *node, s string) (any, string) {
 	switch n.kind {
 	case kInteger:
-		if intParamRE.MatchString(s) {
+		if intParam(s) {
 			f, _ := strconv.ParseFloat(s, 64)
 			return number(f), ""
 		}

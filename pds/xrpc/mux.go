@@ -189,7 +189,7 @@ func NSID(path string) string {
 	if !ok {
 		return ""
 	}
-	if _, err := syntax.ParseNSID(name); err != nil {
+	if !lexval.ValidNSID(name) {
 		return ""
 	}
 	return name
