@@ -294,15 +294,28 @@ func metaOf(c *repo.Commit) *commitMeta {
 
 // recordWriteInput is createRecord's and putRecord's input (indigo's types
 // hold the record as a decoded lexicon type, and cannot tell putRecord's
-// swapRecord null from absent).
+// swapRecord null from absent). The json tags name the properties
+// ReadInput reads, into what json.Unmarshal made of them.
 type recordWriteInput struct {
 	Repo       string  `json:"repo"`
 	Collection string  `json:"collection"`
 	RKey       *string `json:"rkey"`
 	Validate   *bool   `json:"validate"`
 	SwapCommit *string `json:"swapCommit"`
-	// SwapRecord is raw so that null (must not exist) differs from absent.
-	SwapRecord json.RawMessage `json:"swapRecord"`
+	SwapRecord *string `json:"swapRecord"`
+	// SwapRecordNull: swapRecord is null (the record must not exist yet),
+	// which differs from absent.
+	SwapRecordNull bool `json:"-"`
+	record         lexval.Value
+}
+
+func (in *recordWriteInput) ReadInput(x *lexval.Input) error {
+	f := newInputFields(x.Record())
+	in.Repo, in.Collection, in.RKey = f.str("repo"), f.str("collection"), f.strPtr("rkey")
+	in.Validate, in.SwapCommit = f.boolPtr("validate"), f.strPtr("swapCommit")
+	in.SwapRecord, in.SwapRecordNull = f.strPtr("swapRecord"), f.null("swapRecord")
+	in.record, _ = f.v.Record("record")
+	return f.err
 }
 
 type writeOutput struct {
@@ -325,7 +338,7 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller,
 	if in.RKey != nil {
 		rkey = *in.RKey
 	}
-	p, err := s.prepareRecord(-1, repo.ActionCreate, in.Collection, rkey, checkedRecord(r, "record"), in.Validate)
+	p, err := s.prepareRecord(-1, repo.ActionCreate, in.Collection, rkey, in.record, in.Validate)
 	if err != nil {
 		return err
 	}
@@ -355,7 +368,7 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller, in
 	if err != nil {
 		return err
 	}
-	p, err := s.prepareRecord(-1, repo.ActionUpdate, in.Collection, *in.RKey, checkedRecord(r, "record"), in.Validate)
+	p, err := s.prepareRecord(-1, repo.ActionUpdate, in.Collection, *in.RKey, in.record, in.Validate)
 	if err != nil {
 		return err
 	}
@@ -363,15 +376,9 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller, in
 	if err != nil {
 		return err
 	}
-	nullSwap := string(in.SwapRecord) == "null"
-	if len(in.SwapRecord) > 0 && !nullSwap {
-		var v string
-		if err := json.Unmarshal(in.SwapRecord, &v); err != nil {
-			return err // the lexicon made it a CID string or null
-		}
-		if p.SwapRecord, err = parseSwap(&v); err != nil {
-			return err
-		}
+	nullSwap := in.SwapRecordNull
+	if p.SwapRecord, err = parseSwap(in.SwapRecord); err != nil {
+		return err
 	}
 	newCID, err := recordCID(p.Value)
 	if err != nil {
@@ -403,7 +410,24 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller, in
 	return nil
 }
 
-func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller, in *comatproto.RepoDeleteRecord_Input) error {
+// deleteRecordInput is deleteRecord's input, indigo's
+// RepoDeleteRecord_Input read by ReadInput.
+type deleteRecordInput struct {
+	Collection string  `json:"collection"`
+	Repo       string  `json:"repo"`
+	Rkey       string  `json:"rkey"`
+	SwapCommit *string `json:"swapCommit,omitempty"`
+	SwapRecord *string `json:"swapRecord,omitempty"`
+}
+
+func (in *deleteRecordInput) ReadInput(x *lexval.Input) error {
+	f := newInputFields(x.Record())
+	in.Collection, in.Repo, in.Rkey = f.str("collection"), f.str("repo"), f.str("rkey")
+	in.SwapCommit, in.SwapRecord = f.strPtr("swapCommit"), f.strPtr("swapRecord")
+	return f.err
+}
+
+func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller, in *deleteRecordInput) error {
 	ctx := r.Context()
 	acc, err := s.writer(ctx, c, in.Repo)
 	if err != nil {
@@ -443,6 +467,7 @@ type applyWriteInput struct {
 	Type       string  `json:"$type"`
 	Collection string  `json:"collection"`
 	RKey       *string `json:"rkey"`
+	value      lexval.Value
 }
 
 type applyResult struct {
@@ -457,6 +482,29 @@ type applyWritesInput struct {
 	Validate   *bool             `json:"validate"`
 	Writes     []applyWriteInput `json:"writes"`
 	SwapCommit *string           `json:"swapCommit"`
+}
+
+func (in *applyWritesInput) ReadInput(x *lexval.Input) error {
+	f := newInputFields(x.Record())
+	in.Repo, in.Validate, in.SwapCommit = f.str("repo"), f.boolPtr("validate"), f.strPtr("swapCommit")
+	ws, ok := f.get("writes")
+	if !ok {
+		return f.err
+	}
+	n := ws.Len()
+	if n < 0 {
+		return errInputType
+	}
+	in.Writes = make([]applyWriteInput, n)
+	for i := range in.Writes {
+		wf := newInputFields(ws.Record(i))
+		in.Writes[i] = applyWriteInput{Type: wf.str("$type"), Collection: wf.str("collection"), RKey: wf.strPtr("rkey")}
+		in.Writes[i].value, _ = wf.v.Record("value")
+		if wf.err != nil {
+			return wf.err
+		}
+	}
+	return f.err
 }
 
 func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller, in *applyWritesInput) error {
@@ -489,7 +537,7 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller, 
 		if err := c.mayWrite(wr.Collection, strings.TrimPrefix(wr.Type, "com.atproto.repo.applyWrites#")); err != nil {
 			return err
 		}
-		if writes[i], err = s.prepareRecord(i, action, wr.Collection, rkey, checkedRecord(r, "writes", i, "value"), in.Validate); err != nil {
+		if writes[i], err = s.prepareRecord(i, action, wr.Collection, rkey, wr.value, in.Validate); err != nil {
 			return err
 		}
 	}

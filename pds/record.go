@@ -3,7 +3,6 @@ package pds
 import (
 	"encoding/json"
 	"errors"
-	"net/http"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -37,12 +36,70 @@ func prepareRecordValue(write int, collection syntax.NSID, rkey syntax.RecordKey
 	return recordValue{cbor: rec.CBOR, blobs: rec.Blobs, status: string(rec.Status)}, nil
 }
 
-// checkedRecord is the record at path in the call's input, as the front
-// door parsed it (xrpc.CheckedInput): the record writes' lexicons require
-// it, so it is there.
-func checkedRecord(r *http.Request, path ...any) lexval.Value {
-	v, _ := xrpc.CheckedInput(r).Record(path...)
-	return v
+// inputFields reads the properties of an object of a call's input as the
+// lexicon check parsed it, for the input types' ReadInput
+// (xrpc.InputReader): each read is what json.Unmarshal makes of a property
+// of the lexicon's type (null and absent leave the zero value). A value of
+// any other type sets err, and the mux then answers as json.Unmarshal
+// would.
+type inputFields struct {
+	v   lexval.Value
+	err error
+}
+
+var errInputType = errors.New("input property of an unexpected type")
+
+func newInputFields(v lexval.Value, ok bool) *inputFields {
+	f := &inputFields{v: v}
+	if !ok || !v.Object() {
+		f.err = errInputType
+	}
+	return f
+}
+
+// get is the property key, false when absent or null.
+func (f *inputFields) get(key string) (lexval.Value, bool) {
+	v, ok := f.v.Record(key)
+	return v, ok && !v.Null()
+}
+
+func (f *inputFields) str(key string) string {
+	if p := f.strPtr(key); p != nil {
+		return *p
+	}
+	return ""
+}
+
+func (f *inputFields) strPtr(key string) *string {
+	v, ok := f.get(key)
+	if !ok {
+		return nil
+	}
+	s, ok := v.Str()
+	if !ok {
+		f.err = errInputType
+		return nil
+	}
+	return &s
+}
+
+func (f *inputFields) boolPtr(key string) *bool {
+	v, ok := f.get(key)
+	if !ok {
+		return nil
+	}
+	b, ok := v.Bool()
+	if !ok {
+		f.err = errInputType
+		return nil
+	}
+	return &b
+}
+
+// null reports whether the property key is there and null.
+func (f *inputFields) null(key string) bool {
+	v, ok := f.v.Record(key)
+	return ok && v.Null()
 }
 
 // recordJSON is a stored record (DAG-CBOR) as the reference prints it.

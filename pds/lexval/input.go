@@ -68,28 +68,63 @@ type Value struct {
 // Record("record") or Record("writes", 2, "value"); false when there is
 // none. The value belongs to one PrepareValue: it changes the record.
 func (in *Input) Record(path ...any) (Value, bool) {
-	v := in.root
+	return Value{v: in.root, size: in.size}.Record(path...)
+}
+
+// Record is the value at path inside v, as Input.Record.
+func (v Value) Record(path ...any) (Value, bool) {
+	x := v.v
 	for _, step := range path {
 		switch s := step.(type) {
 		case string:
-			o, ok := v.(*object)
+			o, ok := x.(*object)
 			if !ok {
 				return Value{}, false
 			}
-			if v, ok = o.get(s); !ok {
+			if x, ok = o.get(s); !ok {
 				return Value{}, false
 			}
 		case int:
-			a, ok := v.([]any)
+			a, ok := x.([]any)
 			if !ok || s < 0 || s >= len(a) {
 				return Value{}, false
 			}
-			v = a[s]
+			x = a[s]
 		default:
 			return Value{}, false
 		}
 	}
-	return Value{v: v, size: in.size}, true
+	return Value{v: x, size: v.size}, true
+}
+
+// Str is the value as a string, false when it is not one.
+func (v Value) Str() (string, bool) {
+	s, ok := v.v.(string)
+	return s, ok
+}
+
+// Bool is the value as a boolean, false when it is not one.
+func (v Value) Bool() (b, ok bool) {
+	b, ok = v.v.(bool)
+	return b, ok
+}
+
+// Object reports whether the value is a JSON object.
+func (v Value) Object() bool {
+	_, ok := v.v.(*object)
+	return ok
+}
+
+// Null reports whether the value is JSON null.
+func (v Value) Null() bool { return v.v == nil }
+
+// Len is the length of an array value, -1 for any other value.
+func (v Value) Len() int {
+	a, ok := v.v.([]any)
+	if !ok {
+		return -1
+	}
+	return len(a)
 }
 
 // ErrSyntax is a request body that is not JSON.

@@ -36,15 +36,26 @@ func hasBody(r *http.Request) bool {
 // Encoding is the request's media type without parameters, or an error
 // when it has none.
 func Encoding(r *http.Request) (string, error) {
+	mt, _, err := mediaType(r)
+	return mt, err
+}
+
+// mediaType is the request's media type and its parameters, as
+// mime.ParseMediaType reads them (nil parameters for the common bare
+// "application/json", which it parses to no parameters).
+func mediaType(r *http.Request) (string, map[string]string, error) {
 	ct := r.Header.Get("Content-Type")
+	if ct == "application/json" {
+		return ct, nil, nil
+	}
 	if ct == "" {
-		return "", InvalidRequest("", "Request encoding (Content-Type) required but not provided")
+		return "", nil, InvalidRequest("", "Request encoding (Content-Type) required but not provided")
 	}
-	mt, _, err := mime.ParseMediaType(ct)
+	mt, params, err := mime.ParseMediaType(ct)
 	if err != nil {
-		return "", InvalidRequest("", "Request encoding (Content-Type) required but not provided")
+		return "", nil, InvalidRequest("", "Request encoding (Content-Type) required but not provided")
 	}
-	return mt, nil
+	return mt, params, nil
 }
 
 // DecodeJSON reads a JSON request body into v, with the checks and errors
@@ -70,21 +81,25 @@ func readJSON(r *http.Request, limit int64) ([]byte, error) {
 	if !hasBody(r) {
 		return nil, InvalidRequest("", "A request body is expected but none was provided")
 	}
-	enc, err := Encoding(r)
+	enc, params, err := mediaType(r)
 	if err != nil {
 		return nil, err
 	}
 	if enc != "application/json" {
 		return nil, InvalidRequest("", "Wrong request encoding (Content-Type): %s", enc)
 	}
-	body, identity, err := jsonBody(r)
+	body, identity, err := jsonBody(r, params["charset"])
 	if err != nil {
 		return nil, err
 	}
 	if identity && r.ContentLength > limit {
 		return nil, jsonTooLarge
 	}
-	b, err := io.ReadAll(io.LimitReader(body, limit+1))
+	hint := int64(-1)
+	if identity {
+		hint = r.ContentLength
+	}
+	b, err := readAll(body, hint, limit+1)
 	if err != nil {
 		return nil, err
 	}
@@ -102,15 +117,40 @@ func readJSON(r *http.Request, limit int64) ([]byte, error) {
 	return b, nil
 }
 
+// readAll is io.ReadAll(io.LimitReader(r, n)) in a buffer sized by hint,
+// the body's length when known (-1 when not): one allocation for a body
+// of known length, where io.ReadAll grows from 512 bytes.
+func readAll(r io.Reader, hint, n int64) ([]byte, error) {
+	size := int64(512)
+	if hint >= 0 {
+		// One byte more, for the read that sees the end.
+		size = min(hint+1, n)
+	}
+	lr := io.LimitedReader{R: r, N: n}
+	b := make([]byte, 0, size)
+	for {
+		m, err := lr.Read(b[len(b):cap(b)])
+		b = b[:len(b)+m]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+	}
+}
+
 // jsonBody is a JSON body as the reference's body parser reads it: in
-// UTF-8 (a charset not "utf-..." is 415), with gzip or deflate undone (any
+// UTF-8 (a charset, given in charset, not "utf-..." is 415), with gzip or deflate undone (any
 // other Content-Encoding, or a list of them, is 415; bytes that do not
 // inflate are 400 with zlib's message, the name the parser leaks). The
 // limit applies to the inflated bytes; identity is true when there are no
 // others. Read errors come back as the answers to give.
-func jsonBody(r *http.Request) (io.Reader, bool, error) {
-	_, params, _ := mime.ParseMediaType(r.Header.Get("Content-Type"))
-	if cs := strings.ToLower(params["charset"]); cs != "" && !strings.HasPrefix(cs, "utf-") {
+func jsonBody(r *http.Request, charset string) (io.Reader, bool, error) {
+	if cs := strings.ToLower(charset); cs != "" && !strings.HasPrefix(cs, "utf-") {
 		return nil, false, Errorf(http.StatusUnsupportedMediaType, "UnsupportedMediaTypeError", "unsupported charset %q", strings.ToUpper(cs))
 	}
 	body := &bodyErrors{r: r.Body}
@@ -181,13 +221,21 @@ func jsonError(b []byte, err error) error {
 	return InvalidRequest("", "Invalid input: %v", err)
 }
 
+// InputReader is an input type of HandleInput that reads itself from its
+// input as the lexicon check parsed it, which saves encoding/json's second
+// parse of the body. ReadInput must fill it as json.Unmarshal would from
+// any input the method's lexicon passes, and fail on anything else.
+type InputReader interface {
+	ReadInput(in *lexval.Input) error
+}
+
 // decodeInput reads and checks a procedure's JSON input against the
-// method's lexicon, then decodes it into v. It returns the input as the
-// check parsed it.
-func decodeInput(r *http.Request, nsid string, limit int64, v any) (*lexval.Input, error) {
+// method's lexicon, then decodes it into v (ReadInput, when v is an
+// InputReader).
+func decodeInput(r *http.Request, nsid string, limit int64, v any) error {
 	b, err := readJSON(r, limit)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	checked, err := lexval.CheckInput(nsid, b)
 	if err != nil {
@@ -196,30 +244,29 @@ func decodeInput(r *http.Request, nsid string, limit int64, v any) (*lexval.Inpu
 		case errors.Is(err, lexval.ErrSyntax):
 			var raw any
 			if jerr := json.Unmarshal(b, &raw); jerr != nil {
-				return nil, jsonError(b, jerr)
+				return jsonError(b, jerr)
 			}
-			return nil, &Error{Status: 400, Name: "SyntaxError", Message: "Invalid JSON body"}
+			return &Error{Status: 400, Name: "SyntaxError", Message: "Invalid JSON body"}
 		case errors.As(err, &le):
-			return nil, InvalidRequest("", "%s", le.Message)
+			return InvalidRequest("", "%s", le.Message)
 		}
-		return nil, err
+		return err
+	}
+	var readErr error
+	if ir, ok := v.(InputReader); ok {
+		if readErr = ir.ReadInput(checked); readErr == nil {
+			return nil
+		}
 	}
 	if err := json.Unmarshal(b, v); err != nil {
 		// The lexicon let it through, but not Go's types (1.0 for an
 		// integer, say): not a value any handler expects.
-		return nil, jsonError(b, err)
+		return jsonError(b, err)
 	}
-	return checked, nil
-}
-
-type checkedKey struct{}
-
-// CheckedInput is the input of a call to a method registered with
-// HandleInput as its lexicon check parsed it: the records it holds go to
-// lexval.PrepareValue without a second parse. Nil outside such a call.
-func CheckedInput(r *http.Request) *lexval.Input {
-	in, _ := r.Context().Value(checkedKey{}).(*lexval.Input)
-	return in
+	if readErr != nil {
+		return fmt.Errorf("xrpc: %s: the input reader refused what json.Unmarshal took: %w", nsid, readErr)
+	}
+	return nil
 }
 
 var jsonTooLarge = &Error{Status: http.StatusRequestEntityTooLarge, Name: "PayloadTooLargeError", Message: "request entity too large"}

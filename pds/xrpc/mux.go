@@ -3,7 +3,6 @@ package xrpc
 import (
 	"bufio"
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"log/slog"
@@ -128,8 +127,8 @@ type InputHandler[C, In any] func(w http.ResponseWriter, r *http.Request, caller
 // HandleInput registers a procedure whose lexicon declares JSON input, of at
 // most limit bytes. The mux checks the params, then a, then reads the body
 // and checks it against the lexicon's input schema with the reference's
-// messages, then decodes it into an In for h: a handler never sees input
-// its lexicon refuses. It panics as Handle does, and when the lexicon
+// messages, then decodes it into an In for h (by its ReadInput when *In is
+// an [InputReader]): a handler never sees input its lexicon refuses. It panics as Handle does, and when the lexicon
 // declares no JSON input.
 func HandleInput[C, In any](m *Mux, nsid string, limit int64, a Auth[C], h InputHandler[C, In]) {
 	if enc := m.register(Procedure, nsid, a); enc != "application/json" {
@@ -143,11 +142,9 @@ func HandleInput[C, In any](m *Mux, nsid string, limit int64, a Auth[C], h Input
 				return err
 			}
 			in := new(In)
-			checked, err := decodeInput(r, nsid, limit, in)
-			if err != nil {
+			if err := decodeInput(r, nsid, limit, in); err != nil {
 				return err
 			}
-			r = r.WithContext(context.WithValue(r.Context(), checkedKey{}, checked))
 			return h(w, r, c, in)
 		},
 	}
