@@ -260,7 +260,7 @@ func New(cfg Config) (*Server, error) {
 		}
 		return nil, fmt.Errorf("pds: %w", err)
 	}
-	s.handler = s.routes()
+	s.handler = s.idle.count(s.routes())
 	return s, nil
 }
 

@@ -1,0 +1,70 @@
+package pds
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"testing"
+	"time"
+)
+
+// TestIdleWorkWaitsForQuiet: work started while a request is being
+// answered runs once it has been, not beside it; a subscription (an
+// Upgrade) does not hold it back; and under requests that never end it
+// runs after maxIdleWait all the same.
+func TestIdleWorkWaitsForQuiet(t *testing.T) {
+	var w idleWork
+	defer w.close()
+	release := make(chan struct{})
+	inHandler := make(chan struct{})
+	h := w.count(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		inHandler <- struct{}{}
+		<-release
+	}))
+	serve := func(upgrade bool) chan struct{} {
+		done := make(chan struct{})
+		r := httptest.NewRequest(http.MethodGet, "/xrpc/x.y.z", nil)
+		if upgrade {
+			r.Header.Set("Upgrade", "websocket")
+		}
+		go func() { h.ServeHTTP(httptest.NewRecorder(), r); close(done) }()
+		<-inHandler
+		return done
+	}
+
+	ended := serve(false)
+	ran := make(chan time.Time, 1)
+	w.start(func() { ran <- time.Now() })
+	select {
+	case <-ran:
+		t.Fatal("the work ran while a request was being answered")
+	case <-time.After(5 * time.Millisecond):
+	}
+	answered := time.Now()
+	release <- struct{}{}
+	<-ended
+	if at := <-ran; at.Before(answered) {
+		t.Fatal("the work ran before the request ended")
+	}
+
+	sub := serve(true) // a subscription: not counted
+	w.start(func() { ran <- time.Now() })
+	select {
+	case <-ran:
+	case <-time.After(time.Second):
+		t.Fatal("the work waited for a subscription")
+	}
+	release <- struct{}{}
+	<-sub
+
+	stuck := serve(false)
+	start := time.Now()
+	w.start(func() { ran <- time.Now() })
+	if at := <-ran; at.Sub(start) < maxIdleWait {
+		t.Fatalf("the work ran after %v beside a request, want it to wait %v", at.Sub(start), maxIdleWait)
+	}
+	release <- struct{}{}
+	<-stuck
+	if n := w.busy.Load(); n != 0 {
+		t.Fatalf("%d requests counted after all ended", n)
+	}
+}
