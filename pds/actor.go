@@ -71,6 +71,22 @@ func (a *actor) writeStmts(ctx context.Context, writes []prepared, current bool)
 	return a.writer, a.refs, nil
 }
 
+// prepareWriter makes the account's repo.Writer, with what a first
+// write of creates runs prepared (repo.NewWriter), in the background after
+// createAccount: its first createRecord prepared them itself, on caches
+// gone cold by the time it came (see createRepo). A failure is left to
+// that write, which tries again.
+func (a *actor) prepareWriter(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.writer != nil {
+		return
+	}
+	if w, err := repo.NewWriter(ctx, a.Writer()); err == nil {
+		a.writer = w
+	}
+}
+
 // restDue reports, once, that the account has had its first write and
 // the statements of its updates and deletes are for prepareRest.
 func (a *actor) restDue() bool {

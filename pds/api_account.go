@@ -136,11 +136,16 @@ func (s *Server) makeAccount(ctx context.Context, requester string, in *createAc
 		did, genesis = d, op
 	}
 
-	commit, err := s.createRepo(ctx, did, key)
+	commit, held, err := s.createRepo(ctx, did, key)
 	if err != nil {
 		return createAccountOutput{}, err
 	}
-	undo := []func(){func() { s.destroyActorStore(did.String()) }}
+	defer func() { // a panic's; undo and the end hand it on
+		if held != nil {
+			held.Release()
+		}
+	}()
+	undo := []func(){func() { held.Release(); held = nil; s.destroyActorStore(did.String()) }}
 	fail := func(err error) error {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
@@ -193,6 +198,11 @@ func (s *Server) makeAccount(ctx context.Context, requester string, in *createAc
 			return createAccountOutput{}, fail(err)
 		}
 	}
+	// The statements of the account's first write, once the answer is out.
+	if h := held; !s.idle.start(func() { defer h.Release(); h.DB.prepareWriter(context.Background()) }) {
+		h.Release()
+	}
+	held = nil
 	return createAccountOutput{
 		Handle: handle.String(), DID: did.String(), DIDDoc: didDoc, AccessJwt: sess.access, RefreshJwt: sess.refresh,
 	}, nil
@@ -218,23 +228,24 @@ func plcError(err error) error {
 	return err
 }
 
-// createRepo makes did's actor store and its empty, signed repo.
-func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.PrivateKey) (*repo.Commit, error) {
+// createRepo makes did's actor store and its empty, signed repo, and
+// returns the store still held, for createAccount to release.
+func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.PrivateKey) (*repo.Commit, *actorstore.Handle[*actor], error) {
 	h, err := s.acquire(ctx, did.String())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	defer h.Release()
 	var c *repo.Commit
 	err = h.DB.DB.Write(ctx, func(tx *sql.Tx) error {
 		c, err = repo.Create(ctx, tx, did, key, s.clock.Now())
 		return err
 	})
 	if err != nil {
+		h.Release()
 		s.destroyActorStore(did.String())
-		return nil, err
+		return nil, nil, err
 	}
-	return c, nil
+	return c, h, nil
 }
 
 // destroyActorStore closes and removes did's actor store files and blobs.

@@ -68,3 +68,29 @@ func TestIdleWorkWaitsForQuiet(t *testing.T) {
 		t.Fatalf("%d requests counted after all ended", n)
 	}
 }
+
+// TestCreateAccountPreparesFirstWrite: once createAccount has answered,
+// the account's repo writer (the statements of its first write) is made
+// in the background, so that write does not prepare them itself.
+func TestCreateAccountPreparesFirstWrite(t *testing.T) {
+	s := startAt(t, t.TempDir())
+	out := createAccount(t, s, "prepared.test", "prepared-pass")
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		h, err := s.acquire(t.Context(), out.Did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		h.DB.mu.Lock()
+		made := h.DB.writer != nil
+		h.DB.mu.Unlock()
+		h.Release()
+		if made {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("no repo writer 5 s after createAccount answered")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
