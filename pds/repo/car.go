@@ -118,11 +118,15 @@ func (l *limitedBuffer) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
+// exportQuery is a whole export's statement: the head commit's block
+// first, then every other.
+const exportQuery = `SELECT 1, r.cid, b.content FROM repo_root r JOIN repo_block b ON b.cid = r.cid WHERE r.id = 1
+	UNION ALL
+	SELECT 0, cid, content FROM repo_block WHERE cid != (SELECT cid FROM repo_root WHERE id = 1)`
+
 // export is ExportCAR, unbuffered.
 func export(ctx context.Context, q Querier, w io.Writer, since string) error {
-	query := `SELECT 1, r.cid, b.content FROM repo_root r JOIN repo_block b ON b.cid = r.cid WHERE r.id = 1
-		UNION ALL
-		SELECT 0, cid, content FROM repo_block WHERE cid != (SELECT cid FROM repo_root WHERE id = 1)`
+	query := exportQuery
 	var args []any
 	if since != "" {
 		query = `SELECT 1, r.cid, CASE WHEN r.rev > ? THEN b.content END

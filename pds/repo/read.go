@@ -39,10 +39,10 @@ const getRecordQuery = `SELECT r.cid, b.content FROM record r JOIN repo_block b 
 	WHERE r.collection = ? AND r.rkey = ? AND r.takedown_ref IS NULL`
 
 // CommonQueries are the texts of the reads a test suite runs most (a
-// getRecord, a listRecords of the default page), for a Querier that
-// prepares statements ahead (store.DB.PrepareQueries).
+// getRecord, a listRecords of the default page, a whole small getRepo),
+// for a Querier that prepares statements ahead (store.DB.PrepareQueries).
 func CommonQueries() []string {
-	return []string{getRecordQuery, listQuery(false, false, defaultListLimit)}
+	return []string{getRecordQuery, listQuery(false, false, defaultListLimit), exportQuery}
 }
 
 // defaultListLimit is listRecords' default page.
