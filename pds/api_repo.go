@@ -1,11 +1,8 @@
 package pds
 
 import (
-	"bytes"
 	"context"
 	"database/sql"
-	"encoding/base32"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -280,16 +277,48 @@ func parseSwap(v *string) (*cid.Cid, error) {
 	return &c, nil
 }
 
-type commitMeta struct {
-	CID string `json:"cid"`
-	Rev string `json:"rev"`
+// appendCommitMeta appends a write's "commit" property, {cid, rev}.
+func appendCommitMeta(b []byte, c *repo.Commit) []byte {
+	b = append(b, `"commit":{"cid":"`...)
+	b = appendCID(b, c.CID.KeyString())
+	b = append(b, `","rev":`...)
+	b = xrpc.AppendString(b, c.Rev)
+	return append(b, '}')
 }
 
-func metaOf(c *repo.Commit) *commitMeta {
-	if c == nil {
-		return nil
+// appendRecordURI appends the quoted AT URI of a record of did.
+func appendRecordURI(b []byte, did string, w repo.Write) []byte {
+	collection, rkey := w.Collection.String(), w.RKey.String()
+	if !plainJSON(did) || !plainJSON(collection) || !plainJSON(rkey) {
+		return xrpc.AppendString(b, "at://"+did+"/"+collection+"/"+rkey)
 	}
-	return &commitMeta{CID: c.CID.String(), Rev: c.Rev}
+	b = append(b, `"at://`...)
+	b = append(b, did...)
+	b = append(b, '/')
+	b = append(b, collection...)
+	b = append(b, '/')
+	b = append(b, rkey...)
+	return append(b, '"')
+}
+
+// writeAnswer is createRecord's and putRecord's answer, the bytes
+// xrpc.WriteJSON made of {uri, cid, commit (when the write made one),
+// validationStatus (when not "")}.
+func writeAnswer(did string, p prepared, c cid.Cid, commit *repo.Commit) []byte {
+	b := make([]byte, 0, 224+len(did)+len(p.Collection)+len(p.RKey))
+	b = append(b, `{"uri":`...)
+	b = appendRecordURI(b, did, p.Write)
+	b = append(b, `,"cid":"`...)
+	b = appendCID(b, c.KeyString())
+	b = append(b, '"')
+	if commit != nil {
+		b = appendCommitMeta(append(b, ','), commit)
+	}
+	if p.status != "" {
+		b = append(b, `,"validationStatus":`...)
+		b = xrpc.AppendString(b, p.status)
+	}
+	return append(b, '}')
 }
 
 // recordWriteInput is createRecord's and putRecord's input (indigo's types
@@ -318,13 +347,6 @@ func (in *recordWriteInput) ReadInput(x *lexval.Input) error {
 	return f.err
 }
 
-type writeOutput struct {
-	URI              string      `json:"uri"`
-	CID              string      `json:"cid"`
-	Commit           *commitMeta `json:"commit,omitempty"`
-	ValidationStatus string      `json:"validationStatus,omitempty"`
-}
-
 func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller, in *recordWriteInput) error {
 	ctx := r.Context()
 	acc, err := s.writer(ctx, c, in.Repo)
@@ -350,9 +372,7 @@ func (s *Server) createRecord(w http.ResponseWriter, r *http.Request, c *caller,
 	if err != nil {
 		return err
 	}
-	xrpc.WriteJSON(w, http.StatusOK, writeOutput{
-		URI: string(p.uri(acc.DID)), CID: commit.Results[0].CID.String(), Commit: metaOf(commit), ValidationStatus: p.status,
-	})
+	xrpc.WriteRawJSON(w, http.StatusOK, writeAnswer(acc.DID, p, *commit.Results[0].CID, commit))
 	return nil
 }
 
@@ -406,7 +426,7 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller, in
 	if err != nil {
 		return err
 	}
-	xrpc.WriteJSON(w, http.StatusOK, writeOutput{URI: string(p.uri(acc.DID)), CID: newCID.String(), Commit: metaOf(commit), ValidationStatus: p.status})
+	xrpc.WriteRawJSON(w, http.StatusOK, writeAnswer(acc.DID, p, newCID, commit))
 	return nil
 }
 
@@ -456,11 +476,18 @@ func (s *Server) deleteRecord(w http.ResponseWriter, r *http.Request, c *caller,
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Commit *commitMeta `json:"commit,omitempty"`
-	}{metaOf(commit)}
-	xrpc.WriteJSON(w, http.StatusOK, out)
+	xrpc.WriteRawJSON(w, http.StatusOK, deleteAnswer(commit))
 	return nil
+}
+
+// deleteAnswer is deleteRecord's answer, the bytes xrpc.WriteJSON made of
+// {commit (when the delete made one)}.
+func deleteAnswer(commit *repo.Commit) []byte {
+	b := append(make([]byte, 0, 128), '{')
+	if commit != nil {
+		b = appendCommitMeta(b, commit)
+	}
+	return append(b, '}')
 }
 
 type applyWriteInput struct {
@@ -468,13 +495,6 @@ type applyWriteInput struct {
 	Collection string  `json:"collection"`
 	RKey       *string `json:"rkey"`
 	value      lexval.Value
-}
-
-type applyResult struct {
-	Type             string `json:"$type"`
-	URI              string `json:"uri,omitempty"`
-	CID              string `json:"cid,omitempty"`
-	ValidationStatus string `json:"validationStatus,omitempty"`
 }
 
 type applyWritesInput struct {
@@ -564,22 +584,43 @@ func (s *Server) applyWrites(w http.ResponseWriter, r *http.Request, c *caller, 
 	if err != nil {
 		return err
 	}
-	out := struct {
-		Commit  *commitMeta   `json:"commit,omitempty"`
-		Results []applyResult `json:"results"`
-	}{Commit: metaOf(commit), Results: make([]applyResult, len(writes))}
+	xrpc.WriteRawJSON(w, http.StatusOK, applyAnswer(acc.DID, writes, commit))
+	return nil
+}
+
+// applyAnswer is applyWrites' answer, the bytes xrpc.WriteJSON made of
+// {commit (when one was made), results: [{$type, uri, cid, validationStatus}]}
+// (a delete's result has only its $type; uri, cid and validationStatus
+// are left out when "").
+func applyAnswer(did string, writes []prepared, commit *repo.Commit) []byte {
+	b := make([]byte, 0, 128+len(writes)*(160+len(did)))
+	b = append(b, '{')
+	if commit != nil {
+		b = append(appendCommitMeta(b, commit), ',')
+	}
+	b = append(b, `"results":[`...)
 	for i, p := range writes {
-		res := applyResult{Type: "com.atproto.repo.applyWrites#" + string(p.Action) + "Result"}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"$type":`...)
+		b = xrpc.AppendString(b, "com.atproto.repo.applyWrites#"+string(p.Action)+"Result")
 		if p.Action != repo.ActionDelete {
-			res.URI, res.ValidationStatus = string(p.uri(acc.DID)), p.status
+			b = append(b, `,"uri":`...)
+			b = appendRecordURI(b, did, p.Write)
 			if commit != nil && commit.Results[i].CID != nil {
-				res.CID = commit.Results[i].CID.String()
+				b = append(b, `,"cid":"`...)
+				b = appendCID(b, commit.Results[i].CID.KeyString())
+				b = append(b, '"')
+			}
+			if p.status != "" {
+				b = append(b, `,"validationStatus":`...)
+				b = xrpc.AppendString(b, p.status)
 			}
 		}
-		out.Results[i] = res
+		b = append(b, '}')
 	}
-	xrpc.WriteJSON(w, http.StatusOK, out)
-	return nil
+	return append(b, "]}"...)
 }
 
 // repoAccount finds the repo a record read names (a DID or a handle of
@@ -643,16 +684,10 @@ func recordAnswer(did string, collection syntax.NSID, rkey syntax.RecordKey, c c
 	} else {
 		// As encoding/json quotes it (U+2028 escaped, unlike
 		// jsvalue.AppendQuote), for the same bytes as before.
-		var q bytes.Buffer
-		enc := json.NewEncoder(&q)
-		enc.SetEscapeHTML(false)
-		if err := enc.Encode(uri); err != nil {
-			return nil, err
-		}
-		b = append(b, bytes.TrimSuffix(q.Bytes(), []byte("\n"))...)
+		b = xrpc.AppendString(b, uri)
 	}
 	b = append(b, `,"cid":"`...)
-	b = appendCID(b, c.Bytes())
+	b = appendCID(b, c.KeyString())
 	b = append(b, `","value":`...)
 	b, err := lexval.AppendRecordJSON(b, cbor)
 	if err != nil {
@@ -782,22 +817,34 @@ func plainJSON[T string | []byte](s T) bool {
 	return true
 }
 
-// cidBase32 is the multibase base32 of CIDv1 strings (after their 'b').
-var cidBase32 = base32.NewEncoding("abcdefghijklmnopqrstuvwxyz234567").WithPadding(base32.NoPadding)
-
-// appendCID appends the string form of a CID in binary form, checked:
-// what cid.Cid's String answers, without its copies.
-func appendCID(b, c []byte) []byte {
+// appendCID appends the string form of a CID in binary form (its bytes or
+// its KeyString), checked: what cid.Cid's String answers, without its
+// copies.
+func appendCID[T string | []byte](b []byte, c T) []byte {
 	if len(c) == 34 && c[0] == 0x12 && c[1] == 0x20 {
 		// CIDv0: base58btc of the multihash.
-		v0, err := cid.Cast(c)
+		v0, err := cid.Cast([]byte(c))
 		if err != nil {
 			panic(err) // checked by the caller
 		}
 		return append(b, v0.String()...)
 	}
+	// CIDv1: multibase base32, lower case, unpadded.
+	const alphabet = "abcdefghijklmnopqrstuvwxyz234567"
 	b = append(b, 'b')
-	return cidBase32.AppendEncode(b, c)
+	var acc uint
+	bits := 0
+	for i := 0; i < len(c); i++ {
+		acc = acc<<8 | uint(c[i])
+		for bits += 8; bits >= 5; {
+			bits -= 5
+			b = append(b, alphabet[acc>>bits&31])
+		}
+	}
+	if bits > 0 {
+		b = append(b, alphabet[acc<<(5-bits)&31])
+	}
+	return b
 }
 
 func (s *Server) describeRepo(w http.ResponseWriter, r *http.Request, _ *caller) error {

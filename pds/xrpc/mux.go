@@ -11,6 +11,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -299,18 +300,30 @@ func (r *statusRecorder) Unwrap() http.ResponseWriter { return r.ResponseWriter 
 // *Error become a bare 500.
 func WriteError(w http.ResponseWriter, err error) {
 	e := asError(err)
-	WriteJSON(w, e.Status, struct {
-		Error   string `json:"error"`
-		Message string `json:"message,omitempty"`
-	}{e.Name, e.Message})
+	// WriteJSON's bytes of struct{Error string `json:"error"`; Message
+	// string `json:"message,omitempty"`}.
+	b := make([]byte, 0, 24+len(e.Name)+len(e.Message))
+	b = append(b, `{"error":`...)
+	b = AppendString(b, e.Name)
+	if e.Message != "" {
+		b = append(b, `,"message":`...)
+		b = AppendString(b, e.Message)
+	}
+	WriteRawJSON(w, e.Status, append(b, '}'))
 }
 
 // WriteJSON writes v as a JSON response with the given status. Like
 // JavaScript's JSON.stringify (the reference's), it leaves <, > and & as
 // they are: records must come back as they were written.
 func WriteJSON(w http.ResponseWriter, status int, v any) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
+	buf := jsonBufs.Get().(*bytes.Buffer)
+	defer func() {
+		if buf.Cap() <= maxPooledJSON {
+			buf.Reset()
+			jsonBufs.Put(buf)
+		}
+	}()
+	enc := json.NewEncoder(buf)
 	enc.SetEscapeHTML(false)
 	var b []byte
 	if err := enc.Encode(v); err != nil {
@@ -318,13 +331,26 @@ func WriteJSON(w http.ResponseWriter, status int, v any) {
 	} else {
 		b = bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 	}
+	// The writer copies b (an io.Writer keeps nothing of what it is
+	// given), so the buffer can serve the next answer.
 	WriteRawJSON(w, status, b)
 }
+
+// jsonBufs are WriteJSON's buffers; one grown past maxPooledJSON is left
+// to the GC.
+var jsonBufs = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+const maxPooledJSON = 64 << 10
+
+// jsonContentType is every JSON answer's Content-Type, one slice for all:
+// Header.Set would make one per answer. Nothing changes a header value in
+// place (Set and Add replace or grow the slice).
+var jsonContentType = []string{"application/json; charset=utf-8"}
 
 // WriteRawJSON answers body, JSON a handler wrote itself, as WriteJSON
 // answers what it encodes.
 func WriteRawJSON(w http.ResponseWriter, status int, body []byte) {
-	w.Header().Set("Content-Type", "application/json; charset=utf-8")
+	w.Header()["Content-Type"] = jsonContentType
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
 }
