@@ -144,15 +144,16 @@ func authHeader(r *http.Request) (scheme, token string, err error) {
 	if h == "" {
 		return "", "", nil
 	}
-	parts := strings.Split(h, " ")
-	if len(parts) != 2 {
+	// Two parts split at the one space (strings.Split's, without its slice).
+	name, token, _ := strings.Cut(h, " ")
+	if strings.Count(h, " ") != 1 {
 		return "", "", xrpc.InvalidRequest("InvalidToken", "Malformed authorization header")
 	}
-	switch s := strings.ToUpper(parts[0]); s {
+	switch s := authScheme(name); s {
 	case "BEARER", "BASIC", "DPOP":
-		return s, parts[1], nil
+		return s, token, nil
 	}
-	return "", "", xrpc.InvalidRequest("InvalidToken", "Unsupported authorization type: %s", parts[0])
+	return "", "", xrpc.InvalidRequest("InvalidToken", "Unsupported authorization type: %s", name)
 }
 
 var errAuthMissing = xrpc.AuthRequired("AuthMissing", "")
@@ -192,11 +193,8 @@ func (s *Server) bearer(r *http.Request, typ string, scopes []auth.Scope, chk ch
 	if claims.Bound || claims.Aud != s.ServiceDID() || !strings.HasPrefix(claims.Sub, "did:") {
 		return nil, xrpc.InvalidRequest("InvalidToken", "Malformed token")
 	}
-	if chk.takedown {
-		// A takendown-scope token never passes a takedown check.
-		scopes = slices.DeleteFunc(slices.Clone(scopes), func(s auth.Scope) bool { return s == auth.ScopeTakendown })
-	}
-	if !slices.Contains(scopes, claims.Scope) {
+	// A takendown-scope token never passes a takedown check.
+	if chk.takedown && claims.Scope == auth.ScopeTakendown || !slices.Contains(scopes, claims.Scope) {
 		return nil, xrpc.InvalidRequest("InvalidToken", "Bad token scope")
 	}
 	if typ == auth.TypeRefresh && claims.Jti == "" {
@@ -232,6 +230,24 @@ func (s *Server) checkAccount(ctx context.Context, did string, chk check) (*acco
 // not taken down.
 func (s *Server) accessToken(r *http.Request, scopes []auth.Scope) (*caller, error) {
 	return s.bearer(r, auth.TypeAccess, scopes, check{takedown: true})
+}
+
+// authScheme is strings.ToUpper(name) when that is a scheme authHeader
+// knows, without ToUpper's copy for an ASCII name.
+func authScheme(name string) string {
+	for i := 0; i < len(name); i++ {
+		if name[i] >= 0x80 {
+			// ToUpper maps some non-ASCII letters to ASCII ones ("ſ" to
+			// "S", "ı" to "I"), which an ASCII comparison would miss.
+			return strings.ToUpper(name)
+		}
+	}
+	for _, s := range [...]string{"BEARER", "BASIC", "DPOP"} {
+		if strings.EqualFold(name, s) { // both ASCII: ASCII case folding
+			return s
+		}
+	}
+	return ""
 }
 
 // admin checks HTTP Basic admin credentials.
