@@ -72,19 +72,20 @@ func (a *actor) writeStmts(ctx context.Context, writes []prepared, current bool)
 }
 
 // prepareWriter makes the account's repo.Writer, with what a first
-// write of creates runs prepared (repo.NewWriter), in the background after
-// createAccount: its first createRecord prepared them itself, on caches
-// gone cold by the time it came (see createRepo). A failure is left to
-// that write, which tries again.
+// write of creates runs prepared (repo.NewWriter), and prepares its first
+// upload's statements (blob.UploadQueries), in the background after
+// createAccount: its first createRecord or uploadBlob prepared them
+// itself, on caches gone cold by the time it came (see createRepo). A
+// failure is left to that call, which tries again.
 func (a *actor) prepareWriter(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if a.writer != nil {
-		return
+	if a.writer == nil {
+		if w, err := repo.NewWriter(ctx, a.Writer()); err == nil {
+			a.writer = w
+		}
 	}
-	if w, err := repo.NewWriter(ctx, a.Writer()); err == nil {
-		a.writer = w
-	}
+	_ = a.PrepareQueries(ctx, blob.UploadQueries()...)
 }
 
 // restDue reports, once, that the account has had its first write and

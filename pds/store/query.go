@@ -130,3 +130,39 @@ func (c *stmtCache) close() {
 	}
 	c.stmts, c.order = nil, nil
 }
+
+// TxQuerier runs a transaction's statements, through the DB's prepared
+// statement of the same text when it keeps one (see PrepareQueries), else
+// parsed in the transaction.
+type TxQuerier struct {
+	tx *sql.Tx
+	c  *stmtCache
+}
+
+// InTx is tx, a transaction of Write or Begin, as a TxQuerier. A
+// statement it runs is never dropped while tx is open: the DB prepares
+// and drops them only while it holds the writer, as tx does.
+func (db *DB) InTx(tx *sql.Tx) TxQuerier { return TxQuerier{tx: tx, c: &db.queries} }
+
+// ExecContext is tx.ExecContext.
+func (t TxQuerier) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := t.c.prepared(query); st != nil {
+		return t.tx.StmtContext(ctx, st).ExecContext(ctx, args...)
+	}
+	return t.tx.ExecContext(ctx, query, args...)
+}
+
+// QueryRowContext is tx.QueryRowContext.
+func (t TxQuerier) QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row {
+	if st := t.c.prepared(query); st != nil {
+		return t.tx.StmtContext(ctx, st).QueryRowContext(ctx, args...)
+	}
+	return t.tx.QueryRowContext(ctx, query, args...)
+}
+
+// prepared is query's statement if it is kept, without preparing it.
+func (c *stmtCache) prepared(query string) *sql.Stmt {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.stmts[query]
+}

@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -149,5 +150,67 @@ func TestQueryPreparesOnce(t *testing.T) {
 	}
 	if got := store.QueriesPrepared(db); len(got) != 0 {
 		t.Fatalf("after Close %d statements kept", len(got))
+	}
+}
+
+// TestInTx: a transaction's statement of a text the DB keeps prepared runs
+// through that statement, in the transaction (rolled back with it,
+// committed with it); one it does not keep is parsed in the transaction
+// and not kept.
+func TestInTx(t *testing.T) {
+	ctx := t.Context()
+	db := open(t, filepath.Join(t.TempDir(), "q.sqlite"), store.Options{})
+	const insert = `INSERT INTO kv (k, v) VALUES (?, x'01')`
+	if err := db.PrepareQueries(ctx, insert); err != nil {
+		t.Fatal(err)
+	}
+	errRollback := errors.New("roll back")
+	if err := db.Write(ctx, func(tx *sql.Tx) error {
+		if _, err := db.InTx(tx).ExecContext(ctx, insert, "gone"); err != nil {
+			return err
+		}
+		return errRollback
+	}); !errors.Is(err, errRollback) {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.Write(ctx, func(tx *sql.Tx) error {
+		q := db.InTx(tx)
+		if _, err := q.ExecContext(ctx, insert, "kept"); err != nil {
+			return err
+		}
+		if _, err := q.ExecContext(ctx, `INSERT INTO kv (k, v) VALUES ('other', x'02')`); err != nil {
+			return err
+		}
+		return q.QueryRowContext(ctx, `SELECT count(*) FROM kv`).Scan(&n)
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if n != 2 {
+		t.Fatalf("the transaction saw %d rows of its own, want 2", n)
+	}
+	var keys []string
+	if err := db.Query(func(q store.Querier) error {
+		rows, err := q.QueryContext(ctx, `SELECT k FROM kv ORDER BY k`)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return err
+			}
+			keys = append(keys, k)
+		}
+		return rows.Err()
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(keys, []string{"kept", "other"}) {
+		t.Fatalf("stored %q, want the committed rows only", keys)
+	}
+	if got := store.QueriesPrepared(db); !slices.Equal(got, []string{insert, `SELECT k FROM kv ORDER BY k`}) {
+		t.Fatalf("kept %q: a transaction's statements were kept", got)
 	}
 }
