@@ -101,6 +101,7 @@ func (s *Server) writer(ctx context.Context, c *caller, repoID string) (*account
 // prepared is a write checked and converted, ready for repo.Apply.
 type prepared struct {
 	repo.Write
+	cid    cid.Cid // of Value; cid.Undef for deletes
 	blobs  []atdata.Blob
 	status string // validationStatus; "" for deletes
 }
@@ -129,7 +130,7 @@ func (s *Server) prepareRecord(write int, action repo.Action, collection, rkey s
 	if err != nil {
 		return prepared{}, err
 	}
-	p.Value, p.blobs, p.status = rec.cbor, rec.blobs, rec.status
+	p.Value, p.cid, p.blobs, p.status = rec.cbor, rec.cid, rec.blobs, rec.status
 	return p, nil
 }
 
@@ -400,10 +401,7 @@ func (s *Server) putRecord(w http.ResponseWriter, r *http.Request, c *caller, in
 	if p.SwapRecord, err = parseSwap(in.SwapRecord); err != nil {
 		return err
 	}
-	newCID, err := recordCID(p.Value)
-	if err != nil {
-		return err
-	}
+	newCID := p.cid
 	// Create or update, whichever applies; the same content again is a
 	// no-op with no commit, as the reference.
 	commit, err := s.applyPrepared(ctx, acc.DID, []prepared{p}, swap, func(current func(prepared) (*cid.Cid, error), ws []prepared) (bool, error) {
@@ -637,7 +635,7 @@ func (s *Server) getRecord(w http.ResponseWriter, r *http.Request, _ *caller) er
 	q := r.URL.Query()
 	// The lexicon's nsid and record-key formats are indigo's syntax.
 	collection, rkey := syntax.NSID(q.Get("collection")), syntax.RecordKey(q.Get("rkey"))
-	want, err := paramCID(r, "cid")
+	want, err := queryCID(q, "cid")
 	if err != nil {
 		return err
 	}
@@ -698,7 +696,7 @@ func recordAnswer(did string, collection syntax.NSID, rkey syntax.RecordKey, c c
 
 func (s *Server) listRecords(w http.ResponseWriter, r *http.Request, _ *caller) error {
 	q := r.URL.Query()
-	collection, limit, reverse := syntax.NSID(q.Get("collection")), paramInt(r, "limit", 50), q.Get("reverse") == "true"
+	collection, limit, reverse := syntax.NSID(q.Get("collection")), queryInt(q, "limit", 50), q.Get("reverse") == "true"
 	ctx := r.Context()
 	acc, err := s.repoAccount(ctx, q.Get("repo"))
 	if err != nil {

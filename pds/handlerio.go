@@ -3,6 +3,7 @@ package pds
 import (
 	"fmt"
 	"net/http"
+	"net/url"
 	"strconv"
 
 	"github.com/ipfs/go-cid"
@@ -19,8 +20,12 @@ import (
 func param(r *http.Request, name string) string { return r.URL.Query().Get(name) }
 
 // paramInt is an integer parameter, def when absent.
-func paramInt(r *http.Request, name string, def int) int {
-	if n, err := strconv.Atoi(param(r, name)); err == nil {
+func paramInt(r *http.Request, name string, def int) int { return queryInt(r.URL.Query(), name, def) }
+
+// queryInt is paramInt of a query already parsed (each r.URL.Query()
+// parses it again).
+func queryInt(q url.Values, name string, def int) int {
+	if n, err := strconv.Atoi(q.Get(name)); err == nil {
 		return n
 	}
 	return def
@@ -38,8 +43,11 @@ func paramList(r *http.Request, name string) []string {
 }
 
 // paramCID is a CID parameter, nil when absent.
-func paramCID(r *http.Request, name string) (*cid.Cid, error) {
-	v := param(r, name)
+func paramCID(r *http.Request, name string) (*cid.Cid, error) { return queryCID(r.URL.Query(), name) }
+
+// queryCID is paramCID of a query already parsed.
+func queryCID(q url.Values, name string) (*cid.Cid, error) {
+	v := q.Get(name)
 	if v == "" {
 		return nil, nil
 	}

@@ -7,7 +7,6 @@ import (
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	"github.com/ipfs/go-cid"
-	"github.com/multiformats/go-multihash"
 
 	"github.com/fakepds/fakepds/pds/lexval"
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -17,6 +16,7 @@ import (
 // its validation status ("" when validation was skipped).
 type recordValue struct {
 	cbor   []byte
+	cid    cid.Cid // of cbor
 	blobs  []atdata.Blob
 	status string
 }
@@ -26,14 +26,14 @@ type recordValue struct {
 // methods (it changes the JSON paths in messages).
 func prepareRecordValue(write int, collection syntax.NSID, rkey syntax.RecordKey, record lexval.Value, validate *bool) (recordValue, error) {
 	rec, err := lexval.PrepareValue(write, collection, rkey, record, validate)
+	if err == nil {
+		return recordValue{cbor: rec.CBOR, cid: rec.CID, blobs: rec.Blobs, status: string(rec.Status)}, nil
+	}
 	var le *lexval.Error
 	if errors.As(err, &le) {
 		return recordValue{}, xrpc.InvalidRequest("", "%s", le.Message)
 	}
-	if err != nil {
-		return recordValue{}, err
-	}
-	return recordValue{cbor: rec.CBOR, blobs: rec.Blobs, status: string(rec.Status)}, nil
+	return recordValue{}, err
 }
 
 // inputFields reads the properties of an object of a call's input as the
@@ -64,22 +64,22 @@ func (f *inputFields) get(key string) (lexval.Value, bool) {
 }
 
 func (f *inputFields) str(key string) string {
-	if p := f.strPtr(key); p != nil {
-		return *p
-	}
-	return ""
-}
-
-func (f *inputFields) strPtr(key string) *string {
 	v, ok := f.get(key)
 	if !ok {
-		return nil
+		return ""
 	}
 	s, ok := v.Str()
 	if !ok {
 		f.err = errInputType
+	}
+	return s
+}
+
+func (f *inputFields) strPtr(key string) *string {
+	if _, ok := f.get(key); !ok {
 		return nil
 	}
+	s := f.str(key)
 	return &s
 }
 
@@ -105,7 +105,5 @@ func (f *inputFields) null(key string) bool {
 // recordJSON is a stored record (DAG-CBOR) as the reference prints it.
 func recordJSON(cbor []byte) (json.RawMessage, error) { return lexval.RecordJSON(cbor) }
 
-var recordPrefix = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
-
 // recordCID is the CID a record's DAG-CBOR bytes get in the repo.
-func recordCID(cbor []byte) (cid.Cid, error) { return recordPrefix.Sum(cbor) }
+func recordCID(cbor []byte) (cid.Cid, error) { return lexval.RecordCID(cbor), nil }

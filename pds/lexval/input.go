@@ -43,8 +43,12 @@ func CheckInput(nsid string, body []byte) (*Input, error) {
 		return nil, ErrSyntax
 	}
 	if in != nil && in.schema != nil {
-		val := validator{path: make([]seg, 0, 16), input: true, parse: true}
-		if is := val.validate(in.schema, v); is != nil {
+		stack := segStacks.Get().(*[]seg)
+		val := validator{path: (*stack)[:0], input: true, parse: true}
+		is := val.validate(in.schema, v)
+		*stack = val.path
+		putSegs(stack)
+		if is != nil {
 			return nil, &Error{Message: is.String(), Body: true}
 		}
 	}

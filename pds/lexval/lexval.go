@@ -1,9 +1,11 @@
 package lexval
 
 import (
+	"crypto/sha256"
 	"encoding/json"
 	"math"
 	"slices"
+	"sync"
 
 	"github.com/bluesky-social/indigo/atproto/atdata"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -70,11 +72,25 @@ func PrepareWrite(i int, collection syntax.NSID, rkey syntax.RecordKey, record [
 // PrepareValue is Prepare of a record CheckInput has parsed already
 // (Input.Record), which saves parsing it again; write is its index in an
 // applyWrites call, -1 for createRecord and putRecord.
-func PrepareValue(write int, collection syntax.NSID, rkey syntax.RecordKey, record Value, validate *bool) (*Record, error) {
+// It answers the Record itself, not a pointer to one it allocated.
+func PrepareValue(write int, collection syntax.NSID, rkey syntax.RecordKey, record Value, validate *bool) (Record, error) {
 	return prepareValue(collection, rkey, record.v, record.size, validate, write)
 }
 
-var recordCIDPrefix = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
+// RecordCID is the CID of a record's DAG-CBOR bytes in a repo: CIDv1,
+// dag-cbor, sha2-256, as cid.NewPrefixV1(cid.DagCBOR,
+// multihash.SHA2_256).Sum makes it, without that hasher's allocations.
+func RecordCID(cbor []byte) cid.Cid {
+	var b [4 + sha256.Size]byte
+	b[0], b[1], b[2], b[3] = 1, cid.DagCBOR, multihash.SHA2_256, sha256.Size
+	h := sha256.Sum256(cbor)
+	copy(b[4:], h[:])
+	c, err := cid.Cast(b[:])
+	if err != nil {
+		panic("lexval: a record CID does not parse: " + err.Error())
+	}
+	return c
+}
 
 func prepare(collection syntax.NSID, rkey syntax.RecordKey, data []byte, validate *bool, write int) (*Record, error) {
 	v, err := parseJSON(data)
@@ -84,12 +100,16 @@ func prepare(collection syntax.NSID, rkey syntax.RecordKey, data []byte, validat
 		}
 		return nil, &Error{Message: "Invalid JSON in record", Body: true}
 	}
-	return prepareValue(collection, rkey, v, len(data), validate, write)
+	rec, err := prepareValue(collection, rkey, v, len(data), validate, write)
+	if err != nil {
+		return nil, err
+	}
+	return &rec, nil
 }
 
 // prepareValue is prepare once the record is parsed; size is its JSON's
 // length, the CBOR's capacity.
-func prepareValue(collection syntax.NSID, rkey syntax.RecordKey, v any, size int, validate *bool, write int) (*Record, error) {
+func prepareValue(collection syntax.NSID, rkey syntax.RecordKey, v any, size int, validate *bool, write int) (Record, error) {
 	// Where the reference's messages place the record: its input schema
 	// calls it $.record or $.writes[i].value, its record validation
 	// $.record or $.writes[i].record.
@@ -103,41 +123,47 @@ func prepareValue(collection syntax.NSID, rkey syntax.RecordKey, v any, size int
 	rec, ok := v.(*object)
 	if !ok {
 		is := issue{path: bodyPath, msg: msgInvalidType(v, "object")}
-		return nil, &Error{Message: is.String(), Body: true}
+		return Record{}, &Error{Message: is.String(), Body: true}
 	}
-	body := bodyCheck{path: append(make([]seg, 0, 16), bodyPath...)}
-	if is := body.values(rec); is != nil {
-		return nil, &Error{Message: is.String(), Body: true}
+	stack := segStacks.Get().(*[]seg)
+	defer putSegs(stack)
+	body := bodyCheck{path: append((*stack)[:0], bodyPath...)}
+	is := body.values(rec)
+	*stack = body.path
+	if is != nil {
+		return Record{}, &Error{Message: is.String(), Body: true}
 	}
 
 	if t, ok := rec.get("$type"); !ok {
 		rec.fields = append(rec.fields, field{"$type", collection.String()})
 	} else if t != collection.String() {
-		return nil, &Error{Message: "Invalid $type: expected " + collection.String() + ", got " + jsvalue.String(t)}
+		return Record{}, &Error{Message: "Invalid $type: expected " + collection.String() + ", got " + jsvalue.String(t)}
 	}
 	if !validRecordKey(rkey.String()) {
-		return nil, &Error{Message: "Invalid record key: " + rkey.String()}
+		return Record{}, &Error{Message: "Invalid record key: " + rkey.String()}
 	}
 
 	status := StatusNone
 	if validate == nil || *validate {
 		schema, err := defaultCatalog().record(collection.String())
 		if err != nil {
-			return nil, err
+			return Record{}, err
 		}
 		switch {
 		case schema != nil:
 			var kv validator
 			if is := kv.validate(schema.key, rkey.String()); is != nil {
-				return nil, &Error{Message: "Invalid record key for " + collection.String() + ": " + is.String()}
+				return Record{}, &Error{Message: "Invalid record key for " + collection.String() + ": " + is.String()}
 			}
-			rv := validator{path: append(make([]seg, 0, 16), path...)}
-			if is := rv.validate(schema, rec); is != nil {
-				return nil, &Error{Message: "Invalid " + collection.String() + " record: " + is.String()}
+			rv := validator{path: append((*stack)[:0], path...)}
+			is := rv.validate(schema, rec)
+			*stack = rv.path
+			if is != nil {
+				return Record{}, &Error{Message: "Invalid " + collection.String() + " record: " + is.String()}
 			}
 			status = StatusValid
 		case validate != nil:
-			return nil, &Error{Message: "Unknown lexicon type: " + collection.String()}
+			return Record{}, &Error{Message: "Unknown lexicon type: " + collection.String()}
 		default:
 			status = StatusUnknown
 		}
@@ -145,23 +171,32 @@ func prepareValue(collection syntax.NSID, rkey syntax.RecordKey, v any, size int
 
 	refs, legacy, err := blobs(rec)
 	if err != nil {
-		return nil, err
+		return Record{}, err
 	}
 	if body.unsafe != nil {
-		return nil, body.unsafe
+		return Record{}, body.unsafe
 	}
 	if legacy {
-		return nil, errLegacyBlob
+		return Record{}, errLegacyBlob
 	}
 	b, err := encodeCBOR(make([]byte, 0, size), rec)
 	if err != nil {
-		return nil, err
+		return Record{}, err
 	}
-	c, err := recordCIDPrefix.Sum(b)
-	if err != nil {
-		return nil, err
+	return Record{CBOR: b, CID: RecordCID(b), Blobs: refs, Status: status}, nil
+}
+
+// segStacks are the checks' path stacks, kept between calls: an issue
+// copies the path it keeps (validator.fail, bodyCheck.value).
+var segStacks = sync.Pool{New: func() any { s := make([]seg, 0, 16); return &s }}
+
+// putSegs returns a stack to segStacks, its keys let go.
+func putSegs(p *[]seg) {
+	if s := *p; cap(s) <= 1024 {
+		clear(s[:cap(s)])
+		*p = s[:0]
+		segStacks.Put(p)
 	}
-	return &Record{CBOR: b, CID: c, Blobs: refs, Status: status}, nil
 }
 
 // bodyCheck is the input schema's check of a record (lex-schema's lexMap):

@@ -85,7 +85,7 @@ func TestPrepareValid(t *testing.T) {
 			if !reflect.DeepEqual(mimes, tt.blobs) {
 				t.Errorf("blobs %q, want %q", mimes, tt.blobs)
 			}
-			if c, _ := recordCIDPrefix.Sum(rec.CBOR); !c.Equals(rec.CID) {
+			if c := RecordCID(rec.CBOR); !c.Equals(rec.CID) {
 				t.Errorf("CID %s is not the CBOR's (%s)", rec.CID, c)
 			}
 			// the stored record reads back as the record sent, $type added

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/bluesky-social/indigo/atproto/syntax"
+	"github.com/ipfs/go-cid"
+	"github.com/multiformats/go-multihash"
 )
 
 // checkSyntax compares the regexp-free checks with indigo's parsers on s.
@@ -131,4 +133,24 @@ func BenchmarkSyntax(b *testing.B) {
 			_, _ = syntax.ParseHandle(handle)
 		}
 	})
+}
+
+// TestRecordCID: RecordCID is the prefix's Sum, in two allocations (the
+// CID's bytes, which escape into cid.Cast, and its string).
+func TestRecordCID(t *testing.T) {
+	prefix := cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
+	for n := range 300 {
+		data := []byte(strings.Repeat("\xa1", n))
+		want, err := prefix.Sum(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := RecordCID(data); !got.Equals(want) || got.KeyString() != want.KeyString() {
+			t.Fatalf("RecordCID of %d bytes = %s, want %s", n, got, want)
+		}
+	}
+	old := testing.AllocsPerRun(100, func() { _, _ = prefix.Sum([]byte("x")) })
+	if n := testing.AllocsPerRun(100, func() { RecordCID([]byte("x")) }); n > 2 {
+		t.Errorf("RecordCID: %v allocations, want 2 (the prefix's Sum: %v)", n, old)
+	}
 }

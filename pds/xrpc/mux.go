@@ -266,6 +266,9 @@ func (m *Mux) fail(w http.ResponseWriter, nsid string, err error) {
 // auth, as the reference does.
 func checkParams(nsid, rawQuery string) error {
 	err := lexval.CheckParams(nsid, rawQuery)
+	if err == nil {
+		return nil // before errors.As, whose target would escape
+	}
 	var le *lexval.Error
 	if errors.As(err, &le) {
 		return InvalidRequest("", "%s", le.Message)
