@@ -232,58 +232,132 @@ func isWordByte(c byte) bool {
 	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_'
 }
 
-var (
-	atURIChars = regexp.MustCompile(`[^a-zA-Z0-9._~:@!$&'()*+,;=%/\\\[\]#?-]`)
-	atURIRE    = regexp.MustCompile(`^at://([^/?#\s]+)(?:/([^/?#\s]+)(?:/([^/?#\s]+))?)?(/)?(\?[^#\s]*)?(#[^\s]*)?$`)
-	jsonPtrRE  = regexp.MustCompile(`^/[a-zA-Z0-9._~:@!$&')(*+,;=%\[\]/-]*$`)
-)
+// atURIChar: the characters the reference's character check allows,
+// [a-zA-Z0-9._~:@!$&'()*+,;=%/\\\[\]#?-].
+func atURIChar(c byte) bool { return atURIChars[c] }
+
+// jsonPtrChar: the characters of a fragment after its '/', as the
+// reference's ^/[a-zA-Z0-9._~:@!$&')(*+,;=%\[\]/-]*$ has them.
+func jsonPtrChar(c byte) bool { return jsonPtrChars[c] }
+
+var atURIChars, jsonPtrChars = byteSet("._~:@!$&'()*+,;=%/\\[]#?-"), byteSet("._~:@!$&')(*+,;=%[]/-")
+
+// byteSet is the ASCII letters and digits and the bytes of extra.
+func byteSet(extra string) (set [256]bool) {
+	for c := 0; c < 256; c++ {
+		set[c] = isLetter(byte(c)) || isDigit(byte(c))
+	}
+	for i := 0; i < len(extra); i++ {
+		set[extra[i]] = true
+	}
+	return set
+}
+
+// isRESpace is RE2's \s: [\t\n\f\r ].
+func isRESpace(c byte) bool { return c == '\t' || c == '\n' || c == '\f' || c == '\r' || c == ' ' }
+
+// atURIParts are an AT URI's parts, as the groups of the reference's
+// pattern hold them; a part not there is ("", false).
+type atURIParts struct {
+	authority, collection, rkey, query, fragment         string
+	hasCollection, hasRKey, slash, hasQuery, hasFragment bool
+}
+
+// splitATURI splits s as the reference's pattern
+//
+//	^at://([^/?#\s]+)(?:/([^/?#\s]+)(?:/([^/?#\s]+))?)?(/)?(\?[^#\s]*)?(#[^\s]*)?$
+//
+// does, \s being RE2's [\t\n\f\r ]: each part is the longest run its
+// class allows (what follows a part is never in its class, so no shorter
+// one leads to a match), and an optional part is taken when it can be
+// (leaving one out never lets the rest match where taking it did not).
+// ok is false when s does not match. TestATURIParts holds it to the
+// regexp.
+func splitATURI(s string) (p atURIParts, ok bool) {
+	rest, ok := strings.CutPrefix(s, "at://")
+	if !ok {
+		return p, false
+	}
+	segment := func() string { // [^/?#\s]*
+		i := 0
+		for i < len(rest) && rest[i] != '/' && rest[i] != '?' && rest[i] != '#' && !isRESpace(rest[i]) {
+			i++
+		}
+		seg := rest[:i]
+		rest = rest[i:]
+		return seg
+	}
+	if p.authority = segment(); p.authority == "" {
+		return p, false
+	}
+	// (?:/(seg)(?:/(seg))?)?: a '/' followed by a segment character.
+	startsSegment := func() bool {
+		return len(rest) >= 2 && rest[0] == '/' && rest[1] != '/' && rest[1] != '?' && rest[1] != '#' && !isRESpace(rest[1])
+	}
+	if startsSegment() {
+		rest = rest[1:]
+		p.collection, p.hasCollection = segment(), true
+		if startsSegment() {
+			rest = rest[1:]
+			p.rkey, p.hasRKey = segment(), true
+		}
+	}
+	if strings.HasPrefix(rest, "/") {
+		rest, p.slash = rest[1:], true
+	}
+	if strings.HasPrefix(rest, "?") {
+		i := 1
+		for i < len(rest) && rest[i] != '#' && !isRESpace(rest[i]) {
+			i++
+		}
+		p.query, p.hasQuery, rest = rest[:i], true, rest[i:]
+	}
+	if strings.HasPrefix(rest, "#") {
+		i := 1
+		for i < len(rest) && !isRESpace(rest[i]) {
+			i++
+		}
+		p.fragment, p.hasFragment, rest = rest[:i], true, rest[i:]
+	}
+	return p, rest == ""
+}
 
 // validATURI is @atproto/syntax's isAtUriString in strict mode.
 func validATURI(s string) bool {
-	if len(s) > 8192 || atURIChars.MatchString(s) {
+	if len(s) > 8192 {
 		return false
 	}
-	m := atURIRE.FindStringSubmatchIndex(s)
-	if m == nil {
-		return false
-	}
-	group := func(i int) (string, bool) {
-		if m[2*i] < 0 {
-			return "", false
-		}
-		return s[m[2*i]:m[2*i+1]], true
-	}
-	authority, _ := group(1)
-	if !fmtATIdentifier.valid(authority) {
-		return false
-	}
-	if c, ok := group(2); ok {
-		if !ValidNSID(c) {
+	for i := 0; i < len(s); i++ {
+		if !atURIChar(s[i]) {
 			return false
 		}
 	}
-	if h, ok := group(6); ok {
-		h = h[1:]
-		if !jsonPtrRE.MatchString(h) {
+	p, ok := splitATURI(s)
+	if !ok || !fmtATIdentifier.valid(p.authority) {
+		return false
+	}
+	if p.hasCollection && !ValidNSID(p.collection) {
+		return false
+	}
+	if p.hasFragment {
+		h := p.fragment[1:]
+		if h == "" || h[0] != '/' {
 			return false
+		}
+		for i := 1; i < len(h); i++ {
+			if !jsonPtrChar(h[i]) {
+				return false
+			}
 		}
 		// decodeURIComponent refuses bad escapes and escaped non-UTF-8.
 		if u, err := url.PathUnescape(h); err != nil || !utf8.ValidString(u) {
 			return false
 		}
 	}
-	if _, ok := group(4); ok {
-		return false // trailing slash
+	if p.slash || p.hasQuery {
+		return false // a trailing slash, a query
 	}
-	if _, ok := group(5); ok {
-		return false // query
-	}
-	if rk, ok := group(3); ok {
-		if !validRecordKey(rk) {
-			return false
-		}
-	}
-	return true
+	return !p.hasRKey || validRecordKey(p.rkey)
 }
 
 var (
