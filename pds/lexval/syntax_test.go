@@ -49,8 +49,8 @@ func TestSyntaxExhaustive(t *testing.T) {
 		rec(prefix, n)
 	}
 	long := 6
-	if testing.Short() {
-		long = 5
+	if testing.Short() || raceEnabled {
+		long = 4
 	}
 	each("", "aZ0-.", long+1)    // NSIDs and handles
 	each("", "ai:d%_\xff", long) // DIDs, record keys and bytes none take

@@ -1,0 +1,5 @@
+//go:build !race
+
+package lexval
+
+const raceEnabled = false
