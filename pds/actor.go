@@ -110,6 +110,9 @@ func (a *actor) restDue() bool {
 func (a *actor) prepareRest(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	if a.writer == nil { // closed and opened again since the write
+		return
+	}
 	_ = a.writer.PrepareRest(ctx)
 	if a.refs != nil {
 		_ = a.refs.Prepare(ctx, true, false)
@@ -168,17 +171,34 @@ func (s *Server) withActorStore(ctx context.Context, did string, fn func(a *acto
 
 // withActorStoreThen is withActorStore for an fn that may leave work no
 // answer waits for: the idle func it returns runs in the background
-// (s.idle), with the store still held.
-func (s *Server) withActorStoreThen(ctx context.Context, did string, fn func(a *actor) (idle func(), err error)) error {
+// (s.idle) on the store if it is still open then (see idleOn).
+func (s *Server) withActorStoreThen(ctx context.Context, did string, fn func(a *actor) (idle func(a *actor), err error)) error {
 	h, err := s.acquire(ctx, did)
 	if err != nil {
 		return err
 	}
 	idle, err := fn(h.DB)
-	if idle == nil || !s.idle.start(func() { defer h.Release(); idle() }) {
-		h.Release()
+	h.Release()
+	if idle != nil {
+		s.idleOn(did, idle)
 	}
 	return err
+}
+
+// idleOn runs fn in the background, once no request is being answered, on
+// did's actor store if it is still open then: held only while fn runs, not
+// while it waits, so that the store stays free to close (an account
+// deleted meanwhile is evicted, not held open on its deleted files), and
+// never reopened for it.
+func (s *Server) idleOn(did string, fn func(a *actor)) {
+	s.idle.start(func() {
+		h := s.actors.AcquireOpen(did)
+		if h == nil {
+			return
+		}
+		defer h.Release()
+		fn(h.DB)
+	})
 }
 
 // idleWork runs work no answer waits for, once no request is being

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/bluesky-social/indigo/atproto/atcrypto"
 	"github.com/bluesky-social/indigo/atproto/syntax"
@@ -136,16 +137,11 @@ func (s *Server) makeAccount(ctx context.Context, requester string, in *createAc
 		did, genesis = d, op
 	}
 
-	commit, held, err := s.createRepo(ctx, did, key)
+	commit, err := s.createRepo(ctx, did, key)
 	if err != nil {
 		return createAccountOutput{}, err
 	}
-	defer func() { // a panic's; undo and the end hand it on
-		if held != nil {
-			held.Release()
-		}
-	}()
-	undo := []func(){func() { held.Release(); held = nil; s.destroyActorStore(did.String()) }}
+	undo := []func(){func() { s.destroyActorStore(did.String()) }}
 	fail := func(err error) error {
 		for i := len(undo) - 1; i >= 0; i-- {
 			undo[i]()
@@ -199,10 +195,7 @@ func (s *Server) makeAccount(ctx context.Context, requester string, in *createAc
 		}
 	}
 	// The statements of the account's first write, once the answer is out.
-	if h := held; !s.idle.start(func() { defer h.Release(); h.DB.prepareWriter(context.Background()) }) {
-		h.Release()
-	}
-	held = nil
+	s.idleOn(did.String(), func(a *actor) { a.prepareWriter(context.Background()) })
 	return createAccountOutput{
 		Handle: handle.String(), DID: did.String(), DIDDoc: didDoc, AccessJwt: sess.access, RefreshJwt: sess.refresh,
 	}, nil
@@ -228,29 +221,40 @@ func plcError(err error) error {
 	return err
 }
 
-// createRepo makes did's actor store and its empty, signed repo, and
-// returns the store still held, for createAccount to release.
-func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.PrivateKey) (*repo.Commit, *actorstore.Handle[*actor], error) {
+// createRepo makes did's actor store and its empty, signed repo.
+func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.PrivateKey) (*repo.Commit, error) {
 	h, err := s.acquire(ctx, did.String())
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
+	defer h.Release()
 	var c *repo.Commit
 	err = h.DB.DB.Write(ctx, func(tx *sql.Tx) error {
 		c, err = repo.Create(ctx, tx, did, key, s.clock.Now())
 		return err
 	})
 	if err != nil {
-		h.Release()
 		s.destroyActorStore(did.String())
-		return nil, nil, err
+		return nil, err
 	}
-	return c, h, nil
+	return c, nil
 }
+
+// evictWait bounds how long destroyActorStore waits for a store in use.
+const evictWait = 2 * time.Second
 
 // destroyActorStore closes and removes did's actor store files and blobs.
 func (s *Server) destroyActorStore(did string) {
-	s.actors.Evict(did)
+	// A store still in use (a request of the account's finishing, work
+	// left by its last write running) would stay open in the cache on
+	// files removed below, and be what a new account with the same DID
+	// (a migration back) got. Its users hold it for a moment only.
+	for deadline := time.Now().Add(evictWait); !s.actors.Evict(did); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			s.log.Warn("removing an actor store still in use", "did", did)
+			break
+		}
+	}
 	if err := s.blobs().RemoveAccount(did); err != nil {
 		s.log.Warn("remove blobs", "did", did, "err", err)
 	}

@@ -151,7 +151,7 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 	unlock := s.repoLocks.lock(did)
 	defer unlock()
 	var commit *repo.Commit
-	err = s.withActorStoreThen(ctx, did, func(a *actor) (func(), error) {
+	err = s.withActorStoreThen(ctx, did, func(a *actor) (func(*actor), error) {
 		rw, refStmts, err := a.writeStmts(ctx, writes, check != nil)
 		if err != nil {
 			return nil, err
@@ -205,7 +205,7 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 			s.log.Warn("blob sweep", "did", did, "err", err)
 		}
 		if a.restDue() {
-			return func() { a.prepareRest(context.Background()) }, nil
+			return func(a *actor) { a.prepareRest(context.Background()) }, nil
 		}
 		return nil, nil
 	})

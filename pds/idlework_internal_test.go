@@ -1,10 +1,16 @@
 package pds
 
 import (
+	"context"
+	"errors"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
+
+	"github.com/fakepds/fakepds/pds/actorstore"
 )
 
 // TestIdleWorkWaitsForQuiet: work started while a request is being
@@ -92,5 +98,32 @@ func TestCreateAccountPreparesFirstWrite(t *testing.T) {
 			t.Fatal("no repo writer 5 s after createAccount answered")
 		}
 		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestRemoveAccountWaitsForStoreInUse: deleting an account whose actor
+// store is in use (a request finishing, background work running) closes
+// the store once it is released, before removing its files, so the cache
+// holds no store open on deleted files for a later account of that DID.
+func TestRemoveAccountWaitsForStoreInUse(t *testing.T) {
+	s := startAt(t, t.TempDir())
+	out := createAccount(t, s, "removed.test", "removed-pass")
+	h, err := s.acquire(t.Context(), out.Did)
+	if err != nil {
+		t.Fatal(err)
+	}
+	removed := make(chan error, 1)
+	go func() { removed <- s.removeAccount(context.Background(), out.Did) }()
+	time.Sleep(5 * time.Millisecond)
+	h.Release()
+	if err := <-removed; err != nil {
+		t.Fatal(err)
+	}
+	if h := s.actors.AcquireOpen(out.Did); h != nil {
+		h.Release()
+		t.Fatal("the deleted account's store is still open in the cache")
+	}
+	if _, err := os.Stat(actorstore.Path(s.actorDir(), out.Did)); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the deleted account's store file: %v", err)
 	}
 }

@@ -184,6 +184,33 @@ func (c *Cache[T]) Acquire(ctx context.Context, did string) (*Handle[T], error) 
 	}
 }
 
+// AcquireOpen is Acquire of a database that is open now, or nil: it never
+// opens one, nor waits for one being opened or closed. For work that is
+// worth doing only on a store still open (statements prepared ahead),
+// which must not reopen what the cache has evicted.
+func (c *Cache[T]) AcquireOpen(did string) *Handle[T] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.slots[did]
+	if !ok || c.closed {
+		return nil
+	}
+	select {
+	case <-s.ready:
+	default:
+		return nil // being opened
+	}
+	if !s.ok {
+		return nil
+	}
+	s.refs++
+	if s.elem != nil {
+		c.lru.Remove(s.elem)
+		s.elem = nil
+	}
+	return &Handle[T]{DB: s.db, c: c, s: s}
+}
+
 // waitTimer fires when an Acquire has waited long enough for a slot; it
 // never fires with a negative Wait.
 func (c *Cache[T]) waitTimer() <-chan time.Time {

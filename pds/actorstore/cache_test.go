@@ -337,3 +337,63 @@ func TestAcquireWaitIsBounded(t *testing.T) {
 	h.Release()
 	held[1].Release()
 }
+
+// TestAcquireOpen: AcquireOpen hands out a store only while it is open
+// (in use or idle), never opens one, nor one being opened; the handle
+// keeps it from Evict like any other.
+func TestAcquireOpen(t *testing.T) {
+	f := newFakeOpener(t)
+	c := actorstore.NewCache(4, f.Open)
+	defer c.Close()
+	if h := c.AcquireOpen("did:plc:a"); h != nil {
+		t.Fatal("AcquireOpen of a store never opened returned a handle")
+	}
+	if n := f.opens.Load(); n != 0 {
+		t.Fatalf("AcquireOpen opened %d stores", n)
+	}
+	h, err := c.Acquire(t.Context(), "did:plc:a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	busy := c.AcquireOpen("did:plc:a") // in use
+	if busy == nil || busy.DB != h.DB {
+		t.Fatal("AcquireOpen of a store in use: no handle, or another store")
+	}
+	h.Release()
+	if c.Evict("did:plc:a") {
+		t.Fatal("Evict closed a store AcquireOpen holds")
+	}
+	busy.Release()
+	idle := c.AcquireOpen("did:plc:a") // open, unused
+	if idle == nil {
+		t.Fatal("AcquireOpen of an idle open store returned nil")
+	}
+	idle.Release()
+	if !c.Evict("did:plc:a") {
+		t.Fatal("Evict after every release")
+	}
+	if h := c.AcquireOpen("did:plc:a"); h != nil {
+		t.Fatal("AcquireOpen reopened an evicted store")
+	}
+
+	entered, release := f.stall("did:plc:b")
+	opened := make(chan error, 1)
+	go func() {
+		h, err := c.Acquire(t.Context(), "did:plc:b")
+		if err == nil {
+			h.Release()
+		}
+		opened <- err
+	}()
+	<-entered
+	if h := c.AcquireOpen("did:plc:b"); h != nil {
+		t.Fatal("AcquireOpen handed out a store still being opened")
+	}
+	close(release)
+	if err := <-opened; err != nil {
+		t.Fatal(err)
+	}
+	if n := f.opens.Load(); n != 2 {
+		t.Fatalf("%d opens, want the two Acquires'", n)
+	}
+}
