@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"database/sql"
+	"slices"
 	"sync"
 )
 
@@ -68,14 +69,20 @@ func (db *DB) PrepareQueries(ctx context.Context, queries ...string) error {
 const maxQueries = 8
 
 // stmtCache is the writer's statements prepared for Query, by text, the
-// oldest dropped past maxQueries. As a Querier it runs a query through
-// its statement, preparing it on first use. Its users hold the writer
+// least recently used dropped past maxQueries. As a Querier it runs a
+// query through its statement, preparing it on first use. Its users hold the writer
 // (DB.wmu), so a statement is not dropped while another runs it.
 type stmtCache struct {
 	db    *DB
 	mu    sync.Mutex // against close
 	stmts map[string]*sql.Stmt
-	order []string // the keys of stmts, oldest first
+	order []string // the keys of stmts, least recently used first
+}
+
+// used moves query, kept, to the end of c.order.
+func (c *stmtCache) used(query string) {
+	i := slices.Index(c.order, query)
+	c.order = append(append(c.order[:i], c.order[i+1:]...), query)
 }
 
 // stmt is query's statement on the writer, prepared now if it was not.
@@ -83,6 +90,7 @@ func (c *stmtCache) stmt(ctx context.Context, query string) (*sql.Stmt, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.stmts[query]; st != nil {
+		c.used(query)
 		return st, nil
 	}
 	st, err := c.db.w.PrepareContext(ctx, query)
@@ -164,5 +172,9 @@ func (t TxQuerier) QueryRowContext(ctx context.Context, query string, args ...an
 func (c *stmtCache) prepared(query string) *sql.Stmt {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.stmts[query]
+	st := c.stmts[query]
+	if st != nil {
+		c.used(query)
+	}
+	return st
 }

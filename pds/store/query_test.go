@@ -87,7 +87,7 @@ func TestQueryUsesIdleWriter(t *testing.T) {
 // TestQueryPreparesOnce: a query Query runs on the writer is prepared the
 // first time and reused after, and each run still sees the latest commit;
 // PrepareQueries prepares ahead; the statements kept are bounded, the
-// oldest dropped.
+// least recently used dropped.
 func TestQueryPreparesOnce(t *testing.T) {
 	ctx := t.Context()
 	db := open(t, filepath.Join(t.TempDir(), "q.sqlite"), store.Options{})
@@ -144,6 +144,13 @@ func TestQueryPreparesOnce(t *testing.T) {
 	got := store.QueriesPrepared(db)
 	if len(got) != 8 || !slices.Equal(got, want[len(want)-8:]) {
 		t.Fatalf("kept %d statements %q, want the newest 8", len(got), got)
+	}
+	// Used again, the oldest is kept and the next oldest goes instead.
+	n(want[4])
+	n(`SELECT count(*) + 100 FROM kv`)
+	got = store.QueriesPrepared(db)
+	if slices.Contains(got, want[5]) || !slices.Contains(got, want[4]) {
+		t.Fatalf("kept %q: want the least recently used (%q) dropped, not %q", got, want[5], want[4])
 	}
 	if err := db.Close(); err != nil {
 		t.Fatal(err)
