@@ -201,22 +201,30 @@ func (s *Server) idleOn(did string, fn func(a *actor)) {
 	})
 }
 
-// idleWork runs work no answer waits for, once no request is being
-// answered, and lets Close wait for it. Started at once, such work (an
-// account's statements prepared after its first write) ran beside the
-// answer that started it and the next request: ~0.18 ms more on a
-// createRecord of BenchmarkSuiteShaped, in process on 2 cores.
+// idleWork runs work no answer waits for, one piece at a time in the
+// order given, each once no request is being answered, and lets Close
+// wait for it. Started at once, such work (an account's statements
+// prepared after its first write) ran beside the answer that started it
+// and the next request: ~0.18 ms more on a createRecord of
+// BenchmarkSuiteShaped, in process on 2 cores. One at a time: pieces that
+// waited out the same request would otherwise all start when it ended.
 type idleWork struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
+	mu      sync.Mutex
+	closed  bool
+	queue   []func()
+	running bool // a goroutine is working through queue
+	wg      sync.WaitGroup
 
 	busy  atomic.Int64  // requests being answered (count)
 	quiet chan struct{} // closed when busy drops to 0; nil: no one waits
 }
 
-// maxIdleWait is how long work waits for a moment with no request: under
-// a steady load there is none, and the work holds its actor store.
+// maxIdleQueue bounds the work waiting: each piece only saves later
+// answers some time, so past it new pieces are dropped.
+const maxIdleQueue = 1024
+
+// maxIdleWait is how long a piece of work waits for a moment with no
+// request: under a steady load there is none.
 const maxIdleWait = 20 * time.Millisecond
 
 // count is h counting the requests it answers for the work to wait out,
@@ -273,22 +281,48 @@ func (w *idleWork) waitQuiet() {
 	}
 }
 
-// start runs fn in its own goroutine once no request is being answered
-// (see waitQuiet), unless close has been called (false: fn does not run).
+// start queues fn to run once no request is being answered (see
+// waitQuiet), after the work queued before it; false when fn will not run
+// (close has been called, or maxIdleQueue pieces wait).
 func (w *idleWork) start(fn func()) bool {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.closed || len(w.queue) >= maxIdleQueue {
 		return false
 	}
-	w.wg.Go(func() {
-		w.waitQuiet()
-		fn()
-	})
+	w.queue = append(w.queue, fn)
+	if !w.running {
+		w.running = true
+		w.wg.Go(w.work)
+	}
 	return true
 }
 
-// close waits for the work started, and refuses more.
+// work runs the queue until it is empty, or close is called.
+func (w *idleWork) work() {
+	for {
+		w.mu.Lock()
+		if w.closed || len(w.queue) == 0 {
+			w.queue, w.running = nil, false
+			w.mu.Unlock()
+			return
+		}
+		fn := w.queue[0]
+		w.queue[0] = nil
+		w.queue = w.queue[1:]
+		w.mu.Unlock()
+		w.waitQuiet()
+		w.mu.Lock()
+		closed := w.closed
+		w.mu.Unlock()
+		if !closed {
+			fn()
+		}
+	}
+}
+
+// close refuses more work, drops what has not started, and waits for what
+// has.
 func (w *idleWork) close() {
 	w.mu.Lock()
 	w.closed = true

@@ -7,6 +7,9 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -126,4 +129,75 @@ func TestRemoveAccountWaitsForStoreInUse(t *testing.T) {
 	if _, err := os.Stat(actorstore.Path(s.actorDir(), out.Did)); !errors.Is(err, fs.ErrNotExist) {
 		t.Fatalf("the deleted account's store file: %v", err)
 	}
+}
+
+// TestIdleWorkOneAtATime: pieces of work that waited out the same request
+// run one after another, in the order started, not all at once when it
+// ends; past maxIdleQueue waiting, more are refused; close drops what has
+// not started.
+func TestIdleWorkOneAtATime(t *testing.T) {
+	var w idleWork
+	release := make(chan struct{})
+	inHandler := make(chan struct{})
+	h := w.count(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		inHandler <- struct{}{}
+		<-release
+	}))
+	serve := func() chan struct{} {
+		done := make(chan struct{})
+		go func() {
+			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/xrpc/x.y.z", nil))
+			close(done)
+		}()
+		<-inHandler
+		return done
+	}
+
+	ended := serve()
+	var running, most atomic.Int32
+	var order []int
+	var mu sync.Mutex
+	done := make(chan struct{}, 5)
+	for i := range 5 {
+		w.start(func() {
+			n := running.Add(1)
+			for m := most.Load(); n > m && !most.CompareAndSwap(m, n); m = most.Load() {
+			}
+			time.Sleep(time.Millisecond)
+			mu.Lock()
+			order = append(order, i)
+			mu.Unlock()
+			running.Add(-1)
+			done <- struct{}{}
+		})
+	}
+	release <- struct{}{}
+	<-ended
+	for range 5 {
+		<-done
+	}
+	if m := most.Load(); m != 1 {
+		t.Fatalf("%d pieces ran at once, want 1", m)
+	}
+	if !slices.Equal(order, []int{0, 1, 2, 3, 4}) {
+		t.Fatalf("ran in the order %v", order)
+	}
+
+	stuck := serve()
+	var ran atomic.Int32
+	accepted := 0
+	for range maxIdleQueue + 2 {
+		if w.start(func() { ran.Add(1) }) {
+			accepted++
+		}
+	}
+	if accepted < maxIdleQueue || accepted > maxIdleQueue+1 {
+		t.Fatalf("accepted %d pieces with one request in flight, want %d (+1 taken off the queue)", accepted, maxIdleQueue)
+	}
+	w.close()
+	if n := ran.Load(); n > 1 {
+		t.Fatalf("%d pieces ran after close, want at most the one under way", n)
+	}
+	release <- struct{}{}
+	<-stuck
 }
