@@ -26,6 +26,9 @@ func CheckParams(nsid, rawQuery string) error {
 		return &Error{Message: "Invalid " + nsid + " params: " + msg}
 	}
 	params := &object{}
+	if rawQuery != "" {
+		params.fields = make([]field, 0, strings.Count(rawQuery, "&")+1)
+	}
 	for rawQuery != "" {
 		var kv string
 		kv, rawQuery, _ = strings.Cut(rawQuery, "&")
@@ -43,7 +46,7 @@ func CheckParams(nsid, rawQuery string) error {
 				scalar, isArray = scalar.items, true
 			}
 			var msg string
-			if coerced, msg = coerceParam(scalar, val); msg != "" {
+			if coerced, msg = coerceParam(scalar, val, coerced); msg != "" {
 				return fail(msg)
 			}
 		}
@@ -76,8 +79,9 @@ func intParam(s string) bool {
 }
 
 // coerceParam is lex-schema's coerceParam: a query value read as the
-// parameter's scalar type, or the message.
-func coerceParam(n *node, s string) (any, string) {
+// parameter's scalar type, or the message. boxed is s as an any,
+// the value of a string parameter (boxing it again would allocate again).
+func coerceParam(n *node, s string, boxed any) (any, string) {
 	switch n.kind {
 	case kInteger:
 		if intParam(s) {
@@ -101,7 +105,7 @@ func coerceParam(n *node, s string) (any, string) {
 		}
 		return nil, msgInvalidValue(s, n.values...)
 	}
-	return s, ""
+	return boxed, ""
 }
 
 func (n *node) param(key string) *prop {
