@@ -119,9 +119,8 @@ func persistWAL(ctx context.Context, db *store.DB) error {
 //     and records are mostly larger than the ~200 bytes below which SQLite
 //     advises clustering rows on their key. CIDs are stored as binary.
 //   - record is the index of the MST's leaves, clustered on (collection,
-//     rkey) so listRecords is a range scan. A block's refs counts the
-//     records pointing at it, so a write finds whether others share a
-//     block before it deletes it (see migration 4).
+//     rkey) so listRecords is a range scan; record_cid finds other records
+//     sharing a block before that block is deleted.
 var Migrations = []string{
 	`CREATE TABLE repo_root (
 		id   INTEGER PRIMARY KEY CHECK (id = 1),
@@ -174,15 +173,4 @@ var Migrations = []string{
 	// account's blob directory on its first upload and a file creation on
 	// each (most of uploadBlob's time in a test suite). NULL: in a file.
 	`ALTER TABLE blob ADD COLUMN content BLOB;`,
-	// 4: record_cid goes, for repo_block.refs, the number of records
-	// pointing at the block (0 for MST nodes and commits), which the
-	// statements that write records keep. A write found the records
-	// sharing a block it replaced through record_cid, and keeping that
-	// index cost every write a WAL page (record CIDs are random: each
-	// insert lands on a page of its own); refs sits in rows the write
-	// changes anyway. Existing stores count their records once here.
-	`ALTER TABLE repo_block ADD COLUMN refs INTEGER NOT NULL DEFAULT 0;
-	UPDATE repo_block SET refs = (SELECT count(*) FROM record WHERE record.cid = repo_block.cid)
-		WHERE cid IN (SELECT cid FROM record);
-	DROP INDEX record_cid;`,
 }

@@ -269,33 +269,7 @@ func (f *fixture) checkRepo() map[string]cid.Cid {
 	if stored != blocks {
 		f.t.Fatalf("repo_block holds %d blocks, the repo %d", stored, blocks)
 	}
-	checkRefs(f.t, f.db)
 	return inTree
-}
-
-// checkRefs checks that each block's refs is the number of records
-// pointing at it.
-func checkRefs(t testing.TB, db *store.DB) {
-	t.Helper()
-	rows, err := db.Reader().Query(`SELECT b.cid, b.refs, (SELECT count(*) FROM record r WHERE r.cid = b.cid) FROM repo_block b`)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer rows.Close()
-	for rows.Next() {
-		var c []byte
-		var refs, records int
-		if err := rows.Scan(&c, &refs, &records); err != nil {
-			t.Fatal(err)
-		}
-		if refs != records {
-			cc, _ := cid.Cast(c)
-			t.Fatalf("block %s: refs %d, %d records point at it", cc, refs, records)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
 }
 
 func countNodes(n *mst.Node) int {

@@ -114,25 +114,11 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR, now time
 	}
 	rev := nextRev(prevRev, now)
 
-	old, err := allRecords(ctx, tx)
-	if err != nil {
-		return nil, err
-	}
-	// The blocks' record references: the new tree's records gain one
-	// each, the replaced repo's lose theirs.
-	r := make(refs, len(old))
-	for _, prev := range old {
-		r[prev]--
-	}
-	if err := tree.Walk(func(_ []byte, val cid.Cid) error { r[val]++; return nil }); err != nil {
-		return nil, fmt.Errorf("repo: import: %w", err)
-	}
-
 	st := newTxStmts(ctx, tx, nil)
 	// Keep exactly the blocks of the new repo: its commit and nodes, and
 	// the blocks of its records. keep also tells which are written.
 	keep := make(map[cid.Cid]struct{}, c.Len())
-	bw := &flushingBatch{batch: newBatch(rev), st: st, refs: r}
+	bw := &flushingBatch{batch: newBatch(rev), st: st}
 	if err := bw.add(keep, commitCID, raw); err != nil {
 		return nil, err
 	}
@@ -158,6 +144,10 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR, now time
 		return nil, err
 	}
 
+	old, err := allRecords(ctx, tx)
+	if err != nil {
+		return nil, err
+	}
 	var ops []Op
 	records := make(map[string]struct{})
 	err = tree.Walk(func(key []byte, val cid.Cid) error {
@@ -220,14 +210,6 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR, now time
 	if err := deleteBlocksExcept(st, keep); err != nil {
 		return nil, err
 	}
-	for c := range r {
-		if _, ok := keep[c]; !ok {
-			delete(r, c) // deleted with the rest of the old repo
-		}
-	}
-	if err := applyRefs(st, r, rev); err != nil {
-		return nil, err
-	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET did = excluded.did, cid = excluded.cid, rev = excluded.rev, data = excluded.data`,
 		did.String(), commitCID.Bytes(), rev, commit.Data.Bytes()); err != nil {
@@ -240,7 +222,6 @@ func ImportCAR(ctx context.Context, tx *sql.Tx, did syntax.DID, c *CAR, now time
 type flushingBatch struct {
 	*batch
 	st    *txStmts
-	refs  refs
 	bytes int
 }
 
@@ -258,7 +239,7 @@ func (b *flushingBatch) add(keep map[cid.Cid]struct{}, id cid.Cid, data []byte) 
 }
 
 func (b *flushingBatch) flush() error {
-	err := b.insert(b.st, b.refs)
+	err := b.insert(b.st)
 	clear(b.blocks)
 	b.blocks, b.bytes = b.blocks[:0], 0
 	return err
@@ -317,5 +298,5 @@ func deleteBlocksExcept(st *txStmts, keep map[cid.Cid]struct{}) error {
 	if err != nil {
 		return fmt.Errorf("repo: import: %w", err)
 	}
-	return deleteBlocks(st, drop)
+	return deleteBlocks(st, drop, nil)
 }

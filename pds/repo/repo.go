@@ -212,7 +212,7 @@ func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Privat
 		bw.add(b.cid, b.data)
 	}
 	bw.add(cc, commitBlock)
-	if err := bw.insert(newTxStmts(ctx, tx, nil), nil); err != nil {
+	if err := bw.insert(newTxStmts(ctx, tx, nil)); err != nil {
 		return nil, err
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)`,
@@ -419,9 +419,8 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 
 	// Dead blocks: nodes of the old tree in memory that the new one no
 	// longer holds (MST node CIDs are unique within a tree: a node is
-	// identified by its keys) and the old commit. Record blocks go by
-	// their references: each path's record before the commit loses one,
-	// its record after gains one.
+	// identified by its keys), the old commit, and the records replaced
+	// unless another record still points at the same block.
 	for _, c := range src.loaded {
 		old[c] = struct{}{}
 	}
@@ -433,21 +432,10 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 			dead = append(dead, c)
 		}
 	}
-	// A path's record after the commit is its last op's (the ops are the
-	// tree's changes, in order).
-	r := make(refs, 2*len(ops))
-	last := make(map[string]struct{}, len(ops))
-	for i := len(ops) - 1; i >= 0; i-- {
-		op := ops[i]
-		if _, seen := last[op.Path]; seen {
-			continue
-		}
-		last[op.Path] = struct{}{}
-		if prev := before[op.Path]; prev != nil {
-			r[*prev]--
-		}
-		if op.CID != nil {
-			r[*op.CID]++
+	var replaced []cid.Cid
+	for _, op := range ops {
+		if op.Prev != nil {
+			replaced = append(replaced, *op.Prev)
 		}
 	}
 	bw := newBatch(rev)
@@ -464,16 +452,14 @@ func apply(ctx context.Context, st *txStmts, did syntax.DID, key atcrypto.Privat
 		}
 	}
 
+	// Rows first, so the dead-record check sees the records as they are now.
 	if err := writeRecords(st, ops, rev); err != nil {
 		return nil, err
 	}
-	if err := deleteBlocks(st, dead); err != nil {
+	if err := deleteBlocks(st, dead, replaced); err != nil {
 		return nil, err
 	}
-	if err := bw.insert(st, r); err != nil {
-		return nil, err
-	}
-	if err := applyRefs(st, r, rev); err != nil {
+	if err := bw.insert(st); err != nil {
 		return nil, err
 	}
 	if err := st.exec(stmtSetRoot, cc.Bytes(), rev, data.Bytes()); err != nil {

@@ -34,12 +34,10 @@ const (
 	stmtHead stmtID = iota
 	stmtGetBlock
 	stmtPutBlock
-	stmtPutRecordBlock
 	stmtPutBlocks
 	stmtDelBlock
 	stmtDelBlocks
-	stmtDropRefs
-	stmtAddRefs
+	stmtDelReplaced
 	stmtPutRecord
 	stmtDelRecord
 	stmtSetRoot
@@ -60,29 +58,15 @@ const (
 var stmtSQL = [numStmts]string{
 	stmtHead:     `SELECT did, cid, rev, data FROM repo_root WHERE id = 1`,
 	stmtGetBlock: `SELECT content FROM repo_block WHERE cid = ?`,
-	// A block's refs is how many records point at it: 0 for nodes and
-	// commits (stmtPutBlock), what the write adds for records (the last
-	// parameter of stmtPutRecordBlock; binding one more parameter was ~700
-	// instructions a block). A block already there keeps its rev, as in
-	// the reference (the same record content written twice is one
-	// block), and gains the references through stmtAddRefs: an upsert
-	// here cost a statement journal (a copy of each page it changed) on
-	// every write.
-	stmtPutBlock:       `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content) VALUES (?, ?, ?)`,
-	stmtPutRecordBlock: `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content, refs) VALUES (?, ?, ?, ?)`,
-	// The first parameter is the rev, then (cid, content, refs) triples.
-	stmtPutBlocks: `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content, refs)
-		SELECT column1, ?, column2, column3 FROM (VALUES ` + rows(putRows, "(?, ?, ?)") + `) WHERE column1 IS NOT NULL`,
+	stmtPutBlock: `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content) VALUES (?, ?, ?)`,
+	// The first parameter is the rev, then (cid, content) pairs.
+	stmtPutBlocks: `INSERT OR IGNORE INTO repo_block (cid, repo_rev, content)
+		SELECT column1, ?, column2 FROM (VALUES ` + rows(putRows, "(?, ?)") + `) WHERE column1 IS NOT NULL`,
 	stmtDelBlock:  `DELETE FROM repo_block WHERE cid = ?`,
 	stmtDelBlocks: `DELETE FROM repo_block WHERE cid IN (` + rows(delRows, "?") + `)`,
-	// A record block goes when the write drops (?2) the last of the
-	// records pointing at it; when it deletes nothing, stmtAddRefs takes
-	// the dropped references off (?2 negative there).
-	stmtDropRefs: `DELETE FROM repo_block WHERE cid = ?1 AND refs <= ?2`,
-	// A block stored before this commit (rev ?3) gains ?2 references; one
-	// the commit stored has them already. No block stored before has the
-	// commit's rev: revs of a repo only grow.
-	stmtAddRefs: `UPDATE repo_block SET refs = refs + ?2 WHERE cid = ?1 AND repo_rev != ?3`,
+	// A replaced record's block goes only when no other record (with the
+	// same content) still points at it.
+	stmtDelReplaced: `DELETE FROM repo_block WHERE cid = ?1 AND NOT EXISTS (SELECT 1 FROM record WHERE record.cid = ?1)`,
 	stmtPutRecord: `INSERT INTO record (collection, rkey, cid, repo_rev) VALUES (?, ?, ?, ?)
 		ON CONFLICT (collection, rkey) DO UPDATE SET cid = excluded.cid, repo_rev = excluded.repo_rev`,
 	stmtDelRecord: `DELETE FROM record WHERE collection = ? AND rkey = ?`,
@@ -116,10 +100,10 @@ type Writer struct {
 // serve updates, deletes, big writes, and reads of MST nodes missing from
 // memory (for a new account's writes, the node cache and the kept tree
 // hold every node).
-var createStmts = []stmtID{stmtHead, stmtPutBlock, stmtPutRecordBlock, stmtDelBlock, stmtPutRecord, stmtSetRoot}
+var createStmts = []stmtID{stmtHead, stmtPutBlock, stmtDelBlock, stmtPutRecord, stmtSetRoot}
 
 // restStmts are what small updates and deletes run besides.
-var restStmts = []stmtID{stmtCurrent, stmtDropRefs, stmtDelRecord}
+var restStmts = []stmtID{stmtCurrent, stmtDelReplaced, stmtDelRecord}
 
 // keptTree is a repo's MST after a write: clean (every node's CID known),
 // holding the nodes on the paths written so far. The next write, when the
@@ -190,7 +174,7 @@ func (w *Writer) Prepare(ctx context.Context, writes []Write, current bool) erro
 		ids = append(ids, stmtCurrent)
 	}
 	if slices.ContainsFunc(writes, func(w Write) bool { return w.Action == ActionUpdate }) {
-		ids = append(ids, stmtDropRefs)
+		ids = append(ids, stmtDelReplaced)
 	}
 	if slices.ContainsFunc(writes, func(w Write) bool { return w.Action == ActionDelete }) {
 		ids = append(ids, stmtDelRecord)
@@ -293,21 +277,12 @@ func (t *txStmts) stmt(id stmtID) (*sql.Stmt, error) {
 }
 
 func (t *txStmts) exec(id stmtID, args ...any) error {
-	_, err := t.execN(id, args...)
-	return err
-}
-
-// execN is exec that also returns how many rows the statement changed.
-func (t *txStmts) execN(id stmtID, args ...any) (int64, error) {
 	st, err := t.stmt(id)
 	if err != nil {
-		return 0, err
+		return err
 	}
-	res, err := st.ExecContext(t.ctx, args...)
-	if err != nil {
-		return 0, err
-	}
-	return res.RowsAffected()
+	_, err = st.ExecContext(t.ctx, args...)
+	return err
 }
 
 // miss notes that a write ran statement id unprepared, for the next

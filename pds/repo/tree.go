@@ -263,79 +263,31 @@ func newBatch(rev string) *batch { return &batch{rev: rev} }
 
 func (b *batch) add(c cid.Cid, data []byte) { b.blocks = appendNew(b.blocks, block{c, data}) }
 
-// refs is what a write changes in the record references of blocks: per
-// block, the records that point at it after the write less those before.
-type refs map[cid.Cid]int
-
-// insert stores the blocks, each with the references r gives it, and
-// takes those it applied out of r: what is left (those of blocks stored
-// already, and perhaps of blocks stored beside them) is for applyRefs. A
-// block already stored keeps its rev.
-func (b *batch) insert(st *txStmts, r refs) error {
+// insert stores the blocks; one already present keeps its rev, as in the
+// reference (the same record content written twice is one block).
+func (b *batch) insert(st *txStmts) error {
 	if len(b.blocks) <= singleRows {
 		for _, bl := range b.blocks {
-			var added int64
-			var err error
-			if d := r[bl.cid]; d == 0 {
-				added, err = st.execN(stmtPutBlock, bl.cid.Bytes(), b.rev, bl.data)
-			} else {
-				added, err = st.execN(stmtPutRecordBlock, bl.cid.Bytes(), b.rev, bl.data, d)
-			}
-			if err != nil {
+			if err := st.exec(stmtPutBlock, bl.cid.Bytes(), b.rev, bl.data); err != nil {
 				return fmt.Errorf("repo: store blocks: %w", err)
 			}
-			if added == 0 {
-				continue // stored already: applyRefs adds d
-			}
-			delete(r, bl.cid)
 		}
 		return nil
 	}
-	args := make([]any, 1+3*putRows)
+	args := make([]any, 1+2*putRows)
 	args[0] = b.rev
 	for rest := b.blocks; len(rest) > 0; {
-		k := min(len(rest), putRows)
+		n := min(len(rest), putRows)
 		for i := range putRows {
-			args[1+3*i], args[2+3*i], args[3+3*i] = nil, nil, nil
-			if i < k {
-				args[1+3*i], args[2+3*i], args[3+3*i] = rest[i].cid.Bytes(), rest[i].data, r[rest[i].cid]
+			args[1+2*i], args[2+2*i] = nil, nil
+			if i < n {
+				args[1+2*i], args[2+2*i] = rest[i].cid.Bytes(), rest[i].data
 			}
 		}
-		added, err := st.execN(stmtPutBlocks, args...)
-		if err != nil {
+		if err := st.exec(stmtPutBlocks, args...); err != nil {
 			return fmt.Errorf("repo: store blocks: %w", err)
 		}
-		if added == int64(k) { // else some were stored already: applyRefs
-			for _, bl := range rest[:k] {
-				delete(r, bl.cid)
-			}
-		}
-		rest = rest[k:]
-	}
-	return nil
-}
-
-// applyRefs applies the reference changes of blocks stored before the
-// commit of rev: a block whose last record a write dropped is deleted
-// (the reference's rule: a record's block goes when no other record of
-// the repo points at it).
-func applyRefs(st *txStmts, r refs, rev string) error {
-	for c, d := range r {
-		if d == 0 {
-			continue
-		}
-		if d < 0 {
-			gone, err := st.execN(stmtDropRefs, c.Bytes(), -d)
-			if err != nil {
-				return fmt.Errorf("repo: delete blocks: %w", err)
-			}
-			if gone > 0 {
-				continue
-			}
-		}
-		if err := st.exec(stmtAddRefs, c.Bytes(), d, rev); err != nil {
-			return fmt.Errorf("repo: record refs: %w", err)
-		}
+		rest = rest[n:]
 	}
 	return nil
 }
@@ -357,30 +309,35 @@ func writeRecords(st *txStmts, ops []Op, rev string) error {
 	return nil
 }
 
-// deleteBlocks deletes the dead blocks: MST nodes and commits, which no
-// record references.
-func deleteBlocks(st *txStmts, dead []cid.Cid) error {
+// deleteBlocks deletes the dead blocks, and the replaced record blocks no
+// record points at any more.
+func deleteBlocks(st *txStmts, dead, replaced []cid.Cid) error {
 	if len(dead) <= singleRows {
 		for _, c := range dead {
 			if err := st.exec(stmtDelBlock, c.Bytes()); err != nil {
 				return fmt.Errorf("repo: delete blocks: %w", err)
 			}
 		}
-		return nil
-	}
-	args := make([]any, delRows)
-	for rest := dead; len(rest) > 0; {
-		n := min(len(rest), delRows)
-		for i := range delRows {
-			args[i] = nil // NULL matches no row
-			if i < n {
-				args[i] = rest[i].Bytes()
+	} else {
+		args := make([]any, delRows)
+		for rest := dead; len(rest) > 0; {
+			n := min(len(rest), delRows)
+			for i := range delRows {
+				args[i] = nil // NULL matches no row
+				if i < n {
+					args[i] = rest[i].Bytes()
+				}
 			}
+			if err := st.exec(stmtDelBlocks, args...); err != nil {
+				return fmt.Errorf("repo: delete blocks: %w", err)
+			}
+			rest = rest[n:]
 		}
-		if err := st.exec(stmtDelBlocks, args...); err != nil {
+	}
+	for _, c := range replaced {
+		if err := st.exec(stmtDelReplaced, c.Bytes()); err != nil {
 			return fmt.Errorf("repo: delete blocks: %w", err)
 		}
-		rest = rest[n:]
 	}
 	return nil
 }
