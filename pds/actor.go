@@ -75,7 +75,7 @@ func (a *actor) writeStmts(ctx context.Context, writes []prepared, current bool)
 // write of creates runs prepared (repo.NewWriter), and prepares its first
 // upload's statements (blob.UploadQueries), in the background after
 // createAccount: its first createRecord or uploadBlob prepared them
-// itself, on caches gone cold by the time it came (see createRepo). A
+// itself, on caches gone cold by the time it came (see createAccount). A
 // failure is left to that call, which tries again.
 func (a *actor) prepareWriter(ctx context.Context) {
 	a.mu.Lock()

@@ -213,7 +213,7 @@ func (s *Store) Commit(ctx context.Context, db *store.DB, st *Staged, now time.T
 
 	if small != nil {
 		// Prepared once per store: a failure here is the write's to meet.
-		_ = db.PrepareQueries(ctx, newBlobQueries[:]...)
+		_ = db.PrepareQueries(ctx, UploadQueries()...)
 	}
 	err := db.Write(ctx, func(tx *sql.Tx) error {
 		if small != nil {
