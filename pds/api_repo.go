@@ -677,13 +677,9 @@ func recordAnswer(did string, collection syntax.NSID, rkey syntax.RecordKey, c c
 	uri := "at://" + did + "/" + collection.String() + "/" + rkey.String()
 	b := make([]byte, 0, 64+len(uri)+2*len(cbor))
 	b = append(b, `{"uri":`...)
-	if plainJSON(uri) {
-		b = append(append(append(b, '"'), uri...), '"')
-	} else {
-		// As encoding/json quotes it (U+2028 escaped, unlike
-		// jsvalue.AppendQuote), for the same bytes as before.
-		b = xrpc.AppendString(b, uri)
-	}
+	// As encoding/json quotes it (U+2028 escaped, unlike
+	// jsvalue.AppendQuote), for the same bytes as before.
+	b = xrpc.AppendString(b, uri)
 	b = append(b, `,"cid":"`...)
 	b = appendCID(b, c.KeyString())
 	b = append(b, `","value":`...)

@@ -40,17 +40,35 @@ func Quote(s string) string {
 }
 
 // AppendQuote appends Quote(s) to b.
-func AppendQuote(b []byte, s string) []byte {
+func AppendQuote(b []byte, s string) []byte { return appendQuote(b, s, false) }
+
+// AppendGoQuote appends s quoted as encoding/json writes it with HTML
+// escaping off: as AppendQuote, but U+2028 and U+2029 escaped and invalid
+// UTF-8 as the escape \ufffd. For answers written by hand that must keep
+// the bytes encoding/json made of them.
+func AppendGoQuote(b []byte, s string) []byte { return appendQuote(b, s, true) }
+
+// appendQuote is AppendQuote, or AppendGoQuote with goStyle.
+func appendQuote(b []byte, s string, goStyle bool) []byte {
 	b = append(b, '"')
 	start := 0
 	for i := 0; i < len(s); {
 		c := s[i]
 		if c >= utf8.RuneSelf {
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
+			switch {
+			case r == utf8.RuneError && size == 1:
 				b = append(b, s[start:i]...)
-				b = append(b, "\ufffd"...)
+				if goStyle {
+					b = append(b, `\ufffd`...)
+				} else {
+					b = append(b, "\ufffd"...)
+				}
 				start = i + 1
+			case goStyle && (r == '\u2028' || r == '\u2029'):
+				b = append(b, s[start:i]...)
+				b = append(b, '\\', 'u', '2', '0', '2', hexDigits[r&0xf])
+				start = i + size
 			}
 			i += size
 			continue

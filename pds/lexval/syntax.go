@@ -1,5 +1,7 @@
 package lexval
 
+import "strings"
+
 // Regexp-free versions of indigo's syntax parsers (ParseNSID, ParseHandle,
 // ParseDID), which run a backtracking regexp on every call: an XRPC path,
 // a write's collection, its repo. Each takes exactly what the syntax
@@ -16,13 +18,8 @@ func ValidNSID(s string) bool {
 	// No part holds a '.', so the parts are what lies between the dots.
 	n := 0
 	for rest := s; ; n++ {
-		part, more := rest, false
-		for i := 0; i < len(rest); i++ {
-			if rest[i] == '.' {
-				part, rest, more = rest[:i], rest[i+1:], true
-				break
-			}
-		}
+		part, after, more := strings.Cut(rest, ".")
+		rest = after
 		switch {
 		case !more: // the name
 			return n >= 2 && len(part) >= 1 && len(part) <= 63 && isLetter(part[0]) && alnum(part)
@@ -50,13 +47,8 @@ func validHandle(s string) bool {
 	// [a-zA-Z]([a-zA-Z0-9-]{0,61}[a-zA-Z0-9])?$
 	n := 0
 	for rest := s; ; n++ {
-		part, more := rest, false
-		for i := 0; i < len(rest); i++ {
-			if rest[i] == '.' {
-				part, rest, more = rest[:i], rest[i+1:], true
-				break
-			}
-		}
+		part, after, more := strings.Cut(rest, ".")
+		rest = after
 		if !dnsLabel(part) {
 			return false
 		}
