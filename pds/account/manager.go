@@ -117,8 +117,8 @@ func collectAccounts(rows *sql.Rows, err error) ([]*Account, error) {
 // prepared once, and no cancellable context (a one-row indexed read ends
 // sooner than modernc's context watcher starts).
 
-// ByDID finds an account by DID, from memory when no write has ended since
-// it was last read (see accountCache).
+// ByDID finds an account by DID, from memory when no write that may have
+// changed it has ended since it was last read (see accountCache).
 func (m *Manager) ByDID(ctx context.Context, did string) (*Account, error) {
 	if acc, ok := m.cache.get(did); ok {
 		return acc, nil
@@ -136,12 +136,22 @@ func (m *Manager) ByDID(ctx context.Context, did string) (*Account, error) {
 // is not found unless the caller normalized it first, as the reference's
 // resolveHandle and login do and its repo methods do not.
 func (m *Manager) ByHandle(ctx context.Context, handle string) (*Account, error) {
-	return m.lookup(ctx, &m.byHandle, `WHERE a.handle = ?`, handle)
+	g := m.cache.gen.Load()
+	acc, err := m.lookup(ctx, &m.byHandle, `WHERE a.handle = ?`, handle)
+	if err == nil {
+		m.cache.put(acc, g) // for the account's next ByDID: a login, then writes
+	}
+	return acc, err
 }
 
 // ByEmail finds an account by email, case-insensitively.
 func (m *Manager) ByEmail(ctx context.Context, email string) (*Account, error) {
-	return m.lookup(ctx, &m.byEmail, `WHERE c.email = ?`, email)
+	g := m.cache.gen.Load()
+	acc, err := m.lookup(ctx, &m.byEmail, `WHERE c.email = ?`, email)
+	if err == nil {
+		m.cache.put(acc, g)
+	}
+	return acc, err
 }
 
 // lookupStmt is a lazily prepared account query.
@@ -192,7 +202,7 @@ func (m *Manager) Create(ctx context.Context, n NewAccount) error {
 	if err := m.writes.Prepare(ctx, insertActor, insertAccount, insertSigningKey); err != nil {
 		return err
 	}
-	return m.write(ctx, func(tx *sql.Tx) error {
+	return m.writeAccount(ctx, n.DID, func(tx *sql.Tx) error {
 		var deactivated any
 		if n.Deactivated {
 			deactivated = now

@@ -36,7 +36,7 @@ func (m *Manager) StoreRefresh(ctx context.Context, t RefreshToken) error {
 	if err := m.writes.Prepare(ctx, insertRefresh); err != nil {
 		return err
 	}
-	return m.write(ctx, func(tx *sql.Tx) error {
+	return m.writeTokens(ctx, func(tx *sql.Tx) error {
 		return m.exec(ctx, tx, insertRefresh, t.ID, t.DID, FormatTime(t.ExpiresAt), name)
 	})
 }
@@ -72,7 +72,7 @@ func getRefresh(ctx context.Context, q querier, id string) (*RefreshToken, error
 func (m *Manager) Rotate(ctx context.Context, id, newID string, now time.Time, grace time.Duration) (*RefreshToken, string, error) {
 	var tok *RefreshToken
 	var next string
-	err := m.write(ctx, func(tx *sql.Tx) error {
+	err := m.writeTokens(ctx, func(tx *sql.Tx) error {
 		t, err := getRefresh(ctx, tx, id)
 		if err != nil {
 			return err
@@ -104,7 +104,7 @@ func (m *Manager) Rotate(ctx context.Context, id, newID string, now time.Time, g
 // Revoke deletes a refresh token; it reports whether one was stored.
 func (m *Manager) Revoke(ctx context.Context, id string) (bool, error) {
 	var n int64
-	err := m.write(ctx, func(tx *sql.Tx) error {
+	err := m.writeTokens(ctx, func(tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM refresh_token WHERE id = ?`, id)
 		if err != nil {
 			return err
@@ -117,7 +117,7 @@ func (m *Manager) Revoke(ctx context.Context, id string) (bool, error) {
 
 // RevokeAll deletes every refresh token of did.
 func (m *Manager) RevokeAll(ctx context.Context, did string) error {
-	return m.write(ctx, func(tx *sql.Tx) error {
+	return m.writeTokens(ctx, func(tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `DELETE FROM refresh_token WHERE did = ?`, did)
 		return err
 	})
