@@ -56,29 +56,33 @@ func opener(dir string, opts store.Options, spare *Spare) OpenFunc[*store.DB] {
 	opts.Readers, opts.WriterCacheKiB, opts.ReaderCacheKiB = Readers, WriterCacheKiB, ReaderCacheKiB
 	return func(ctx context.Context, did string) (*store.DB, error) {
 		p := Path(dir, did)
-		claimed := false
 		if spare != nil {
 			if _, err := os.Lstat(p); errors.Is(err, fs.ErrNotExist) {
-				claimed = spare.claim(p)
+				if db := spare.claim(p); db != nil {
+					return db, nil
+				}
 			}
 		}
-		if !claimed {
-			if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
-				return nil, fmt.Errorf("actorstore: %w", err)
-			}
+		if err := os.MkdirAll(filepath.Dir(p), 0o700); err != nil {
+			return nil, fmt.Errorf("actorstore: %w", err)
 		}
 		// A new store not claimed from the spare is a copy of store's
 		// template of Migrations.
-		db, err := store.Open(ctx, p, opts)
-		if err != nil {
-			return nil, err
-		}
-		if err := persistWAL(ctx, db); err != nil {
-			db.Close()
-			return nil, fmt.Errorf("actorstore: %s: %w", p, err)
-		}
-		return db, nil
+		return openStore(ctx, p, opts)
 	}
+}
+
+// openStore opens the actor store at path, with opts as opener sets them.
+func openStore(ctx context.Context, p string, opts store.Options) (*store.DB, error) {
+	db, err := store.Open(ctx, p, opts)
+	if err != nil {
+		return nil, err
+	}
+	if err := persistWAL(ctx, db); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("actorstore: %s: %w", p, err)
+	}
+	return db, nil
 }
 
 // persistWAL keeps the store's -wal and -shm files when it closes

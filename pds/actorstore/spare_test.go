@@ -7,17 +7,20 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/fakepds/fakepds/pds/actorstore"
 	"github.com/fakepds/fakepds/pds/store"
 )
 
-// TestSpare: after the first new store, a new store is made of the spare's
-// files (the same inodes; the spare's directory becomes the store's when
-// that is new, and the files move into it when it exists), it keeps what
-// is written to it across a close, and a spare left by an earlier run is
-// removed at start. With fsync on as well: the spare is then synced.
+// TestSpare: after the first new store, a new store is the spare: its
+// files (the same inodes, linked; the spare's shard directory becomes the
+// store's when that is new) and its database, opened ahead. It keeps what
+// is written to it across a close, which checkpoints (the WAL is empty
+// after it) and removes the spare's own names; a spare left by an earlier
+// run is removed at start. With fsync on as well: the spare is then
+// synced.
 func TestSpare(t *testing.T) {
 	for _, fsync := range []bool{false, true} {
 		t.Run(fmt.Sprintf("fsync=%v", fsync), func(t *testing.T) { testSpare(t, fsync) })
@@ -43,12 +46,18 @@ func testSpare(t *testing.T, fsync bool) {
 		t.Fatalf("an earlier run's spare is still there: %v", err)
 	}
 	open := sp.Opener()
+	var spareOpen string // the spare's database, when the next open claims it
 	use := func(did string) {
 		t.Helper()
 		for i := range 2 {
 			db, err := open(ctx, did)
 			if err != nil {
 				t.Fatal(err)
+			}
+			if i == 0 && spareOpen != "" {
+				if _, err := os.Lstat(spareOpen); err != nil {
+					t.Errorf("the spare's own name, while its store is open: %v", err)
+				}
 			}
 			if i == 0 {
 				err = db.Write(ctx, func(tx *sql.Tx) error {
@@ -65,7 +74,38 @@ func testSpare(t *testing.T, fsync bool) {
 			if err = errors.Join(err, db.Close()); err != nil {
 				t.Fatalf("%s: %v", did, err)
 			}
+			if fi, err := os.Stat(actorstore.Path(dir, did) + "-wal"); err != nil || fi.Size() != 0 {
+				t.Errorf("%s: the WAL after a close, %v: not checkpointed", did, err)
+			}
+			if i == 0 && spareOpen != "" {
+				if _, err := os.Lstat(spareOpen); !errors.Is(err, fs.ErrNotExist) {
+					t.Errorf("the claimed spare's own name after its store closed: %v", err)
+				}
+			}
 		}
+	}
+	// spareFiles is the spare made: its database's path, and its files.
+	spareFiles := func() (string, map[string]os.FileInfo) {
+		t.Helper()
+		var dbs []string
+		all, _ := filepath.Glob(filepath.Join(spareDir, "[0-9]*"))
+		for _, p := range all {
+			if !strings.Contains(filepath.Base(p), "-") {
+				dbs = append(dbs, p)
+			}
+		}
+		if len(dbs) != 1 {
+			t.Fatalf("spares: %v, want one", dbs)
+		}
+		files := map[string]os.FileInfo{}
+		for _, suf := range []string{"", "-wal", "-shm"} {
+			fi, err := os.Lstat(dbs[0] + suf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[suf] = fi
+		}
+		return dbs[0], files
 	}
 	stat := func(p string) os.FileInfo {
 		t.Helper()
@@ -86,10 +126,9 @@ func testSpare(t *testing.T, fsync bool) {
 
 	use("did:plc:first") // no spare yet: made as before, and the spare after it
 	actorstore.WaitSpare(sp)
-	spare := map[string]os.FileInfo{"dir": stat(spareDir)}
-	for _, suf := range []string{"", "-wal", "-shm"} {
-		spare[suf] = stat(filepath.Join(spareDir, "db"+suf))
-	}
+	var spare map[string]os.FileInfo
+	spareOpen, spare = spareFiles()
+	spare["dir"] = stat(filepath.Join(spareDir, "shard"))
 
 	fresh := find(func(did string) bool {
 		_, err := os.Lstat(shardOf(did))
@@ -107,13 +146,15 @@ func testSpare(t *testing.T, fsync bool) {
 	}
 
 	actorstore.WaitSpare(sp)
-	again := stat(filepath.Join(spareDir, "db"))
+	var again map[string]os.FileInfo
+	spareOpen, again = spareFiles()
+	shardDir := stat(filepath.Join(spareDir, "shard"))
 	beside := find(func(did string) bool { return did != fresh && shardOf(did) == shardOf(fresh) })
 	use(beside)
-	if p := actorstore.Path(dir, beside); !os.SameFile(stat(p), again) {
+	if p := actorstore.Path(dir, beside); !os.SameFile(stat(p), again[""]) {
 		t.Errorf("%s, in an existing directory, is not the spare's db", p)
 	}
-	if _, err := os.Lstat(spareDir); err != nil {
-		t.Errorf("the spare's directory after a claim into an existing one: %v", err)
+	if !os.SameFile(stat(filepath.Join(spareDir, "shard")), shardDir) {
+		t.Errorf("the spare's shard directory after a claim into an existing one changed")
 	}
 }

@@ -100,6 +100,9 @@ func (s Settings) SyncName() string {
 // DB is one SQLite database file.
 type DB struct {
 	path     string
+	want     Settings   // the pragmas its connections are opened with
+	wc, rc   *connector // open the writer's and readers' connections
+	onClose  []func()   // run by Close once the connections are closed
 	w        *sql.DB    // exactly one connection: the writer
 	wmu      sync.Mutex // held by a Write, or by a Query on w
 	r        *sql.DB    // readers, query_only
@@ -197,6 +200,7 @@ func (db *DB) ready(ctx context.Context) error {
 		return err
 	}
 	db.w, db.r, db.settings = o.w, o.r, o.settings
+	db.wc, db.rc, db.want = o.wc, o.rc, o.want
 	db.opened.Store(true)
 	if db.failed != nil {
 		db.failed.Close()
@@ -246,16 +250,14 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 		want.Synchronous = 2
 	}
 
-	w, err := sql.Open("sqlite", dsn(path, want, opts.WriterCacheKiB, false))
-	if err != nil {
-		return nil, fmt.Errorf("store: open %s: %w", path, err)
-	}
+	wc := newConnector(dsn(path, want, opts.WriterCacheKiB, false))
+	w := sql.OpenDB(wc)
 	w.SetMaxOpenConns(1)
 	w.SetMaxIdleConns(1)
 	w.SetConnMaxIdleTime(0)
 	w.SetConnMaxLifetime(0)
 
-	db := &DB{path: path, w: w}
+	db := &DB{path: path, want: want, wc: wc, w: w, opts: opts}
 	db.queries.db = db
 	got, version, err := readSettings(ctx, w)
 	if err != nil {
@@ -280,15 +282,61 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 
 	// Readers are opened lazily by database/sql; the writer has already
 	// switched the file to WAL, so they only need the per-connection pragmas.
-	r, err := sql.Open("sqlite", dsn(path, want, opts.ReaderCacheKiB, true))
-	if err != nil {
-		w.Close()
-		return nil, fmt.Errorf("store: open readers %s: %w", path, err)
-	}
+	db.rc = newConnector(dsn(path, want, opts.ReaderCacheKiB, true))
+	r := sql.OpenDB(db.rc)
 	r.SetMaxOpenConns(readers)
 	r.SetMaxIdleConns(readers)
 	db.r = r
 	return db, nil
+}
+
+// sqliteDriver is modernc's registered driver, which connectors open
+// connections with.
+var sqliteDriver = func() driver.Driver {
+	db, _ := sql.Open("sqlite", "") // opens no connection
+	defer db.Close()
+	return db.Driver()
+}()
+
+// connector opens connections by a DSN that Moved may change.
+type connector struct{ dsn atomic.Pointer[string] }
+
+func newConnector(dsn string) *connector {
+	c := &connector{}
+	c.dsn.Store(&dsn)
+	return c
+}
+
+func (c *connector) Connect(context.Context) (driver.Conn, error) {
+	return sqliteDriver.Open(*c.dsn.Load())
+}
+
+func (c *connector) Driver() driver.Driver { return sqliteDriver }
+
+// Moved tells an open DB that its file has another name now: the caller
+// linked its files (database, -wal, -shm) there. The connections open
+// keep the name they were opened by, and SQLite knows the file by its
+// inode, so they and those opened from now on, by path, share its locks
+// and shared memory. The old name must stay linked until the DB is
+// closed: at the close the writer checkpoints only while the name it was
+// opened by still names its file.
+func (db *DB) Moved(path string) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.path = path
+	if db.wc == nil { // lazy, not open: the next open is by path
+		return
+	}
+	w, r := dsn(path, db.want, db.opts.WriterCacheKiB, false), dsn(path, db.want, db.opts.ReaderCacheKiB, true)
+	db.wc.dsn.Store(&w)
+	db.rc.dsn.Store(&r)
+}
+
+// OnClose has Close run fn once it has closed the DB's connections.
+func (db *DB) OnClose(fn func()) {
+	db.mu.Lock()
+	defer db.mu.Unlock()
+	db.onClose = append(db.onClose, fn)
 }
 
 // dsn builds the connection string. Pragmas go in the DSN so every
@@ -509,5 +557,10 @@ func (db *DB) Close() error {
 	if db.r != nil {
 		errR = db.r.Close()
 	}
-	return errors.Join(errR, db.w.Close())
+	err := errors.Join(errR, db.w.Close())
+	for _, fn := range db.onClose {
+		fn()
+	}
+	db.onClose = nil
+	return err
 }

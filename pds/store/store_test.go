@@ -630,3 +630,54 @@ func TestStatementsPrepareWhileWriting(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A DB told its files have another name (Moved) opens every connection
+// from then on by that name, and runs OnClose's funcs after its close.
+func TestMoved(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	a, b := filepath.Join(dir, "a.sqlite"), filepath.Join(dir, "b.sqlite")
+	db := open(t, a, store.Options{})
+	if err := put(ctx, db, "k", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	for _, suf := range []string{"-wal", "-shm", ""} {
+		if err := os.Link(a+suf, b+suf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	db.Moved(b)
+	closed := false
+	db.OnClose(func() { closed = true })
+	// The old names gone, a reader opened now must find the file by the
+	// new one: by the old, SQLite would make an empty database there.
+	for _, suf := range []string{"-wal", "-shm", ""} {
+		if err := os.Remove(a + suf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var v []byte
+	if err := db.Read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = 'k'`).Scan(&v)
+	}); err != nil || string(v) != "v" {
+		t.Fatalf("a reader opened after Moved: %q, %v", v, err)
+	}
+	if err := put(ctx, db, "k2", []byte("v2")); err != nil {
+		t.Fatalf("a write after Moved: %v", err)
+	}
+	if err := db.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if !closed {
+		t.Fatal("OnClose's func did not run")
+	}
+	if _, err := os.Lstat(a); err == nil {
+		t.Fatal("something opened the old name again")
+	}
+	db2 := open(t, b, store.Options{})
+	if err := db2.Read(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, `SELECT v FROM kv WHERE k = 'k2'`).Scan(&v)
+	}); err != nil || string(v) != "v2" {
+		t.Fatalf("after reopening by the new name: %q, %v", v, err)
+	}
+}
