@@ -111,6 +111,14 @@ func TestPasswordHashes(t *testing.T) {
 	if ok, err := auth.Verify("hunter2", ref); !ok || err != nil {
 		t.Fatalf("reference hash: %v %v", ok, err)
 	}
+	// One made at fakepds's cost before it was lowered (a kept data dir).
+	old := "16:000102030405060708090a0b0c0d0e0f:4a6c6298c70cecdebdd05451862a9739aa0286a210ea5cd1632547a9c66f20f473d34f24e77d2e9b39cdfd59479432b71cc8941fe04afa82cd570937b0b3909c"
+	if ok, err := auth.Verify("hunter2", old); !ok || err != nil {
+		t.Fatalf("hash at N=16: %v %v", ok, err)
+	}
+	if ok, _ := auth.Verify("hunter3", old); ok {
+		t.Fatal("hash at N=16 accepts another password")
+	}
 	if _, err := auth.Verify("x", "nocolon"); err == nil {
 		t.Error("malformed hash accepted")
 	}
