@@ -20,10 +20,9 @@ type Manager struct {
 	// Rand is where email tokens are drawn from; crypto/rand when nil.
 	Rand io.Reader
 
-	db                       *store.DB
-	byDID, byHandle, byEmail lookupStmt
-	cache                    accountCache
-	writes                   *store.Statements[writeStmt] // on db's writer
+	db     *store.DB
+	cache  accountCache
+	writes *store.Statements[writeStmt] // on db's writer
 }
 
 // writeStmt names the inserts every createAccount (and createSession) runs,
@@ -80,11 +79,6 @@ func (m *Manager) Ping(ctx context.Context) error {
 // Close closes the statements and the database.
 func (m *Manager) Close() error {
 	m.writes.Close()
-	for _, ls := range []*lookupStmt{&m.byDID, &m.byHandle, &m.byEmail} {
-		if ls.stmt != nil {
-			ls.stmt.Close()
-		}
-	}
 	return m.db.Close()
 }
 

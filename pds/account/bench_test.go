@@ -31,3 +31,34 @@ func BenchmarkCreate(b *testing.B) {
 		i++
 	}
 }
+
+// BenchmarkByHandleAfterWrite is a login's lookup in a test suite: another
+// session's refresh token was written just before (the timed part is only
+// ByHandle), over 200 accounts.
+func BenchmarkByHandleAfterWrite(b *testing.B) {
+	m, err := account.Open(b.Context(), b.TempDir(), store.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer m.Close()
+	ctx := b.Context()
+	const n = 200
+	for i := range n {
+		if err := m.Create(ctx, account.NewAccount{DID: fmt.Sprintf("did:plc:bench%d", i), Handle: fmt.Sprintf("b%d.test", i),
+			Email: fmt.Sprintf("b%d@example.com", i), PasswordScrypt: "x:y", SigningKey: []byte{1}, Now: t0}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	i := 0
+	for b.Loop() {
+		b.StopTimer()
+		if err := m.StoreRefresh(ctx, account.RefreshToken{ID: fmt.Sprintf("r%d", i), DID: fmt.Sprintf("did:plc:bench%d", i%n), ExpiresAt: t0}); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		if _, err := m.ByHandle(ctx, fmt.Sprintf("b%d.test", (i*7)%n)); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

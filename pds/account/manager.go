@@ -6,10 +6,10 @@ import (
 	"errors"
 	"io"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/fakepds/fakepds/pds/random"
+	"github.com/fakepds/fakepds/pds/store"
 )
 
 // TimeFormat is how timestamps are stored and sent: ISO 8601 in UTC with
@@ -124,7 +124,7 @@ func (m *Manager) ByDID(ctx context.Context, did string) (*Account, error) {
 		return acc, nil
 	}
 	g := m.cache.gen.Load()
-	acc, err := m.lookup(ctx, &m.byDID, `WHERE a.did = ?`, did)
+	acc, err := m.lookup(ctx, selectAccount+`WHERE a.did = ?`, did)
 	if err == nil {
 		m.cache.put(acc, g)
 	}
@@ -137,7 +137,7 @@ func (m *Manager) ByDID(ctx context.Context, did string) (*Account, error) {
 // resolveHandle and login do and its repo methods do not.
 func (m *Manager) ByHandle(ctx context.Context, handle string) (*Account, error) {
 	g := m.cache.gen.Load()
-	acc, err := m.lookup(ctx, &m.byHandle, `WHERE a.handle = ?`, handle)
+	acc, err := m.lookup(ctx, selectAccount+`WHERE a.handle = ?`, handle)
 	if err == nil {
 		m.cache.put(acc, g) // for the account's next ByDID: a login, then writes
 	}
@@ -147,27 +147,26 @@ func (m *Manager) ByHandle(ctx context.Context, handle string) (*Account, error)
 // ByEmail finds an account by email, case-insensitively.
 func (m *Manager) ByEmail(ctx context.Context, email string) (*Account, error) {
 	g := m.cache.gen.Load()
-	acc, err := m.lookup(ctx, &m.byEmail, `WHERE c.email = ?`, email)
+	acc, err := m.lookup(ctx, selectAccount+`WHERE c.email = ?`, email)
 	if err == nil {
 		m.cache.put(acc, g)
 	}
 	return acc, err
 }
 
-// lookupStmt is a lazily prepared account query.
-type lookupStmt struct {
-	once sync.Once
-	stmt *sql.Stmt
-	err  error
-}
-
-func (m *Manager) lookup(ctx context.Context, ls *lookupStmt, where string, arg string) (*Account, error) {
+// lookup runs an account query on the writer connection when it is free
+// (store.DB.Query: prepared once, and its page cache outlives the writes
+// between logins; a reader's is dropped by every commit, and re-reading
+// the pages was ~45 of a lookup's ~60 µs).
+func (m *Manager) lookup(ctx context.Context, query string, arg string) (*Account, error) {
 	ctx = context.WithoutCancel(ctx)
-	ls.once.Do(func() { ls.stmt, ls.err = m.db.Reader().PrepareContext(ctx, selectAccount+where) })
-	if ls.err != nil {
-		return nil, ls.err
-	}
-	return scanAccount(ls.stmt.QueryRowContext(ctx, arg))
+	var acc *Account
+	err := m.db.Query(func(q store.Querier) error {
+		var err error
+		acc, err = scanAccount(q.QueryRowContext(ctx, query, arg))
+		return err
+	})
+	return acc, err
 }
 
 // ByIdentifier finds an account by DID, email or handle: what a login's
