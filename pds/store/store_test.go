@@ -322,6 +322,39 @@ func TestWriteRollsBackOnError(t *testing.T) {
 	}
 }
 
+// A COMMIT that fails leaves SQLite in the transaction (here a deferred
+// foreign key still broken at COMMIT): Write reports the failure, rolls
+// back, and the writer takes the next transaction as if nothing happened.
+func TestFailedCommitRollsBack(t *testing.T) {
+	db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{Migrations: []string{
+		`CREATE TABLE parent (k TEXT PRIMARY KEY)`,
+		`CREATE TABLE child (k TEXT PRIMARY KEY, p TEXT REFERENCES parent (k) DEFERRABLE INITIALLY DEFERRED)`,
+	}})
+	ctx := t.Context()
+	for range 3 {
+		err := db.Write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO child VALUES ('c', 'missing')`)
+			return err
+		})
+		if err == nil || !strings.Contains(err.Error(), "FOREIGN KEY") {
+			t.Fatalf("Write of a broken foreign key = %v, want its COMMIT's failure", err)
+		}
+	}
+	if err := db.Write(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, `INSERT INTO parent VALUES ('p')`)
+		if err == nil {
+			_, err = tx.ExecContext(ctx, `INSERT INTO child VALUES ('c', 'p')`)
+		}
+		return err
+	}); err != nil {
+		t.Fatalf("the write after the failed commits: %v", err)
+	}
+	var n int
+	if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM child WHERE p = 'p'`).Scan(&n); err != nil || n != 1 {
+		t.Fatalf("rows after: %d, %v; want the one good child", n, err)
+	}
+}
+
 // Readers see committed snapshots while the writer works: WAL in action.
 func TestReadersBesideWriter(t *testing.T) {
 	db := open(t, filepath.Join(t.TempDir(), "a.sqlite"), store.Options{})
