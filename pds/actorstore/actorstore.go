@@ -31,10 +31,14 @@ func Path(dir, did string) string {
 // with the repos to gigabytes (a 2-minute soak of 256 accounts: SQLite's
 // allocations 119 -> 374 MiB and still climbing; with these bounds they
 // level off at 287 MiB). A test's repos are small, and a page the cache
-// has let go is one pread from the OS's cache away.
+// has let go is one pread from the OS's cache away. The writer's 192 KiB
+// (256 before): RSS after benchcompare's suite, hot and concurrent
+// workloads 103 -> 97-98 MiB, and no change to see in a read or write of
+// a repo of 100 or 10,000 records; at 128 KiB (91 MiB) listRecords of a
+// 100-record repo took ~1.5x.
 const (
 	Readers        = 2
-	WriterCacheKiB = 256
+	WriterCacheKiB = 192
 	ReaderCacheKiB = 128
 )
 
