@@ -113,3 +113,35 @@ func BenchmarkCheckParams(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkPrepareApplyWrites is an applyWrites body of 200 creates (the
+// most the reference takes) checked at the front door, then each record
+// prepared from the parsed body, as the handler does.
+func BenchmarkPrepareApplyWrites(b *testing.B) {
+	body := []byte(`{"repo":"did:plc:w4xbfzo7kqfes5zb7r6qv3rw","writes":[`)
+	for i := range 200 {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `{"$type":"com.atproto.repo.applyWrites#create","collection":"app.bsky.feed.post","value":`...)
+		body = append(append(body, benchPost...), '}')
+	}
+	body = append(body, "]}"...)
+	b.ReportAllocs()
+	b.SetBytes(int64(len(body)))
+	for b.Loop() {
+		in, err := CheckInput("com.atproto.repo.applyWrites", body)
+		if err != nil {
+			b.Fatal(err)
+		}
+		for i := range 200 {
+			v, ok := in.Record("writes", i, "value")
+			if !ok {
+				b.Fatal("no record", i)
+			}
+			if _, err := PrepareValue(i, "app.bsky.feed.post", "3l4b6g6qbvs2a", v, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+	}
+}

@@ -52,27 +52,21 @@ func CheckInput(nsid string, body []byte) (*Input, error) {
 			return nil, &Error{Message: is.String(), Body: true}
 		}
 	}
-	return &Input{root: v, size: len(body)}, nil
+	return &Input{root: v}, nil
 }
 
 // Input is a procedure's input as CheckInput parsed it, for the records
 // it holds (PrepareValue).
-type Input struct {
-	root any
-	size int
-}
+type Input struct{ root any }
 
 // Value is a value inside an Input.
-type Value struct {
-	v    any
-	size int // at most this many bytes of JSON
-}
+type Value struct{ v any }
 
 // Record is the value at path (object keys and array indexes), as
 // Record("record") or Record("writes", 2, "value"); false when there is
 // none. The value belongs to one PrepareValue: it changes the record.
 func (in *Input) Record(path ...any) (Value, bool) {
-	return Value{v: in.root, size: in.size}.Record(path...)
+	return Value{v: in.root}.Record(path...)
 }
 
 // Record is the value at path inside v, as Input.Record.
@@ -98,7 +92,7 @@ func (v Value) Record(path ...any) (Value, bool) {
 			return Value{}, false
 		}
 	}
-	return Value{v: x, size: v.size}, true
+	return Value{v: x}, true
 }
 
 // Str is the value as a string, false when it is not one.
