@@ -20,17 +20,23 @@ import (
 // the accounts it makes, time for work done in the background (the next
 // spare actor store) to be done.
 func BenchmarkCreateAccount(b *testing.B) {
-	for _, gap := range []time.Duration{0, 10 * time.Millisecond} {
-		name := "burst"
-		if gap > 0 {
-			name = "spaced"
-		}
-		b.Run(name, func(b *testing.B) { benchCreateAccount(b, gap) })
+	for _, bc := range []struct {
+		name  string
+		gap   time.Duration
+		cache int // Config.ActorStoreCache
+	}{
+		{"burst", 0, 0},
+		{"spaced", 10 * time.Millisecond, 0},
+		// A suite past the actor store cache's bound (256; 16 here): each
+		// new account's store takes the place of an older one.
+		{"spaced-past-cache", 10 * time.Millisecond, 16},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchCreateAccount(b, bc.gap, bc.cache) })
 	}
 }
 
-func benchCreateAccount(b *testing.B, gap time.Duration) {
-	s := start(b, pds.Config{NoPLCRateLimit: true})
+func benchCreateAccount(b *testing.B, gap time.Duration, cache int) {
+	s := start(b, pds.Config{NoPLCRateLimit: true, ActorStoreCache: cache})
 	c := atclient.NewAPIClient(s.URL())
 	email, pw := "", "pw"
 	i := 0
