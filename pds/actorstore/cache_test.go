@@ -397,3 +397,69 @@ func TestAcquireOpen(t *testing.T) {
 		t.Fatalf("%d opens, want the two Acquires'", n)
 	}
 }
+
+// gated is a database whose Close waits for gate and then reports its DID.
+type gated struct {
+	did    string
+	gate   <-chan struct{}
+	closed chan<- string
+}
+
+func (g gated) Close() error {
+	<-g.gate
+	g.closed <- g.did
+	return nil
+}
+
+// TestFullCacheClosesAhead: the Acquire that takes the last slot closes the
+// least recently used store in the background, not on its own path, so
+// the next account finds a slot free; a reopen of the store being closed
+// waits for the close.
+func TestFullCacheClosesAhead(t *testing.T) {
+	gate, closed := make(chan struct{}), make(chan string, 8)
+	c := actorstore.NewCache(3, func(_ context.Context, did string) (gated, error) {
+		return gated{did: did, gate: gate, closed: closed}, nil
+	})
+	acquire := func(did string) *actorstore.Handle[gated] {
+		t.Helper()
+		h, err := c.Acquire(t.Context(), did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	acquire("a").Release()
+	acquire("b").Release()
+	hc := acquire("c") // the last slot: a is closed ahead, its Close held at the gate
+	reopened := make(chan *actorstore.Handle[gated])
+	go func() {
+		h, _ := c.Acquire(context.Background(), "a")
+		reopened <- h
+	}()
+	select {
+	case <-reopened:
+		t.Fatal("a reopened while its close had not finished")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case did := <-closed:
+		if did != "a" {
+			t.Fatalf("closed %s ahead, want a (least recently used)", did)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing closed ahead once the cache was full")
+	}
+	ha := <-reopened // took the slot a's close freed, and closed b ahead
+	if did := <-closed; did != "b" {
+		t.Fatalf("closed %s, want b", did)
+	}
+	ha.Release()
+	hc.Release()
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.Len(); n != 0 {
+		t.Fatalf("%d stores left after Close", n)
+	}
+}
