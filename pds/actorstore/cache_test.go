@@ -438,7 +438,7 @@ func TestFullCacheClosesAhead(t *testing.T) {
 	}()
 	select {
 	case <-reopened:
-		t.Fatal("a reopened while its close had not finished")
+		t.Fatal("a answered while its close was held: nothing closed it ahead, or its reopen did not wait for the close")
 	case <-time.After(50 * time.Millisecond):
 	}
 	close(gate)
