@@ -5,18 +5,13 @@ import (
 	"testing"
 
 	"github.com/fakepds/fakepds/pds/account"
-	"github.com/fakepds/fakepds/pds/store"
 )
 
 // BenchmarkCreate is what createAccount writes to the account database:
 // the account's rows (one transaction), then its session's refresh token
 // (another).
 func BenchmarkCreate(b *testing.B) {
-	m, err := account.Open(b.Context(), b.TempDir(), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := newManager(b)
 	ctx := b.Context()
 	i := 0
 	for b.Loop() {
@@ -36,11 +31,7 @@ func BenchmarkCreate(b *testing.B) {
 // session's refresh token was written just before (the timed part is only
 // ByHandle), over 200 accounts.
 func BenchmarkByHandleAfterWrite(b *testing.B) {
-	m, err := account.Open(b.Context(), b.TempDir(), store.Options{})
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer m.Close()
+	m := newManager(b)
 	ctx := b.Context()
 	const n = 200
 	for i := range n {

@@ -14,7 +14,7 @@ import (
 	"github.com/fakepds/fakepds/pds/store"
 )
 
-func newManager(t *testing.T) *account.Manager {
+func newManager(t testing.TB) *account.Manager {
 	t.Helper()
 	m, err := account.Open(t.Context(), t.TempDir(), store.Options{})
 	if err != nil {

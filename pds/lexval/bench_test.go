@@ -118,15 +118,7 @@ func BenchmarkCheckParams(b *testing.B) {
 // most the reference takes) checked at the front door, then each record
 // prepared from the parsed body, as the handler does.
 func BenchmarkPrepareApplyWrites(b *testing.B) {
-	body := []byte(`{"repo":"did:plc:w4xbfzo7kqfes5zb7r6qv3rw","writes":[`)
-	for i := range 200 {
-		if i > 0 {
-			body = append(body, ',')
-		}
-		body = append(body, `{"$type":"com.atproto.repo.applyWrites#create","collection":"app.bsky.feed.post","value":`...)
-		body = append(append(body, benchPost...), '}')
-	}
-	body = append(body, "]}"...)
+	body := applyWritesOfPosts(200)
 	b.ReportAllocs()
 	b.SetBytes(int64(len(body)))
 	for b.Loop() {
@@ -144,4 +136,17 @@ func BenchmarkPrepareApplyWrites(b *testing.B) {
 			}
 		}
 	}
+}
+
+// applyWritesOfPosts is an applyWrites body of n creates of benchPost.
+func applyWritesOfPosts(n int) []byte {
+	body := []byte(`{"repo":"did:plc:w4xbfzo7kqfes5zb7r6qv3rw","writes":[`)
+	for i := range n {
+		if i > 0 {
+			body = append(body, ',')
+		}
+		body = append(body, `{"$type":"com.atproto.repo.applyWrites#create","collection":"app.bsky.feed.post","value":`...)
+		body = append(append(body, benchPost...), '}')
+	}
+	return append(body, "]}"...)
 }

@@ -1,6 +1,7 @@
 package lexval
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -445,6 +446,38 @@ func TestGraphemeKnownDifferences(t *testing.T) {
 	} {
 		if n := graphemeCount(tt.s); n != tt.got {
 			t.Errorf("%s %q: %d graphemes, this test expects %d (the reference: %d); update the known differences", tt.character, tt.s, n, tt.got, tt.icu)
+		}
+	}
+}
+
+// TestPrepareValueHoldsOnlyItsRecord: a record prepared from a large
+// applyWrites body is the bytes Prepare makes of the record alone, in a
+// slice of exactly their size (each record's buffer had been as large as
+// the whole body, so a 200-write call allocated the body 200 times).
+func TestPrepareValueHoldsOnlyItsRecord(t *testing.T) {
+	alone, err := Prepare("app.bsky.feed.post", "3l4b6g6qbvs2a", benchPost, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	in, err := CheckInput("com.atproto.repo.applyWrites", applyWritesOfPosts(n))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range n {
+		v, ok := in.Record("writes", i, "value")
+		if !ok {
+			t.Fatalf("no writes[%d].value", i)
+		}
+		rec, err := PrepareValue(i, "app.bsky.feed.post", "3l4b6g6qbvs2a", v, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(rec.CBOR, alone.CBOR) || rec.CID != alone.CID {
+			t.Fatalf("writes[%d]: CBOR %x (%s), want %x (%s)", i, rec.CBOR, rec.CID, alone.CBOR, alone.CID)
+		}
+		if cap(rec.CBOR) != len(rec.CBOR) {
+			t.Fatalf("writes[%d]: %d bytes of CBOR in a slice of %d", i, len(rec.CBOR), cap(rec.CBOR))
 		}
 	}
 }
