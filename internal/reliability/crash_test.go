@@ -79,8 +79,14 @@ func crashRun(t *testing.T, fsync bool) {
 
 		p = start(t, dir, fsync, at)
 		c = newClient(p.URL())
-		dbs := integrityCheck(t, dir)
 		rp := verifyAfterCrash(t, p, c, l)
+		// Every database whole after the recovery and the writes since,
+		// checked with the server stopped: a server holds its databases
+		// locked against other processes (pds/store's vfs).
+		p.stop(t)
+		dbs := integrityCheck(t, dir)
+		p = start(t, dir, fsync, at)
+		c = newClient(p.URL())
 		recovered = rp.resyncs // the replay is from cursor 0: every kill's so far
 		t.Logf("kill %d: %d writes acknowledged so far, %d databases ok, firehose %d events (%d #commit, %d #sync, %d of them recovery), every chain holds",
 			kill, l.count(), dbs, rp.events, rp.commits, rp.syncs, rp.resyncs)

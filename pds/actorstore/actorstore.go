@@ -89,12 +89,12 @@ func openStore(ctx context.Context, p string, opts store.Options) (*store.DB, er
 	return db, nil
 }
 
-// persistWAL keeps the store's -wal and -shm files when it closes
+// persistWAL keeps the store's -wal file when it closes
 // (SQLITE_FCNTL_PERSIST_WAL on the writer, the connection that closes
 // last): the close still checkpoints, then truncates the WAL to nothing
 // (journal_size_limit is set) instead of deleting it. A test suite with
 // more accounts in use than the cache holds closes and reopens stores all
-// the time, and deleting both files at each close to create them again at
+// the time, and deleting its files at each close to create them again at
 // the next open was about half of an open and close
 // (1.6-10 ms -> 0.8-1.2 ms an open, a write and a close, on a busy disk).
 func persistWAL(ctx context.Context, db *store.DB) error {

@@ -21,13 +21,14 @@ import (
 // without a journal each new inode is a search past the inodes freed in
 // the last minute (a test machine's temp dir frees thousands), 0.3-1 ms
 // of kernel CPU a file measured under /tmp, against ~17 us a link. A store
-// takes three (the database, its -wal and -shm), and a fourth for its
-// directory while most of the 256 are still to be made. Opening it is the
+// takes two (the database and its -wal; the WAL index is in memory, see
+// pds/store's vfs), and a third for its directory while most of the 256
+// are still to be made. Opening it is the
 // other: SQLite parses the schema and sets the pragmas of its connection,
 // ~0.5-1 ms (modernc's parser is slow).
 //
-// A spare is a database copied from store's template with an empty -wal
-// and -shm, named by its number in SpareDir, opened by the opener's steps:
+// A spare is a database copied from store's template with an empty -wal,
+// named by its number in SpareDir, opened by the opener's steps:
 // what the opener would make. Its files are linked, not renamed, to the
 // store's names, and its own names stay until the store is closed: the
 // writer connection keeps the name it was opened by, and SQLite
@@ -64,7 +65,7 @@ type made struct {
 // remove unlinks the spare's names.
 func (m *made) remove() error {
 	var errs []error
-	for _, suf := range []string{"", "-wal", "-shm"} {
+	for _, suf := range []string{"", "-wal"} {
 		if err := os.Remove(m.path + suf); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			errs = append(errs, err)
 		}
@@ -148,8 +149,8 @@ func (s *Spare) claim(path string) *store.DB {
 	return m.db
 }
 
-// link gives the spare's files the names of the store at path: the -wal and
-// -shm first and the database last, so a store whose database file exists
+// link gives the spare's files the names of the store at path: the -wal
+// first and the database last, so a store whose database file exists
 // is whole (an existence check is what finds a store). When path's
 // directory does not exist, the spare's shard directory becomes it. On a
 // failure it unlinks what it linked.
@@ -172,7 +173,7 @@ func (s *Spare) link(m *made, path string) (err error) {
 			}
 		}
 	}()
-	for _, suf := range []string{"-wal", "-shm", ""} {
+	for _, suf := range []string{"-wal", ""} {
 		if err := os.Link(m.path+suf, path+suf); err != nil {
 			return err
 		}
@@ -208,7 +209,7 @@ func (s *Spare) refill() {
 }
 
 // make makes spare n: the shard directory if claimed with the last spare,
-// then an empty -wal and -shm and the database from the template, opened.
+// then an empty -wal and the database from the template, opened.
 // One directory holds every spare: a directory of its own made and
 // removed for each was ~2 ms more a spare.
 func (s *Spare) make(n int) (*made, error) {
@@ -225,14 +226,12 @@ func (s *Spare) make(n int) (*made, error) {
 }
 
 func (s *Spare) makeAt(m *made) error {
-	for _, suf := range []string{"-wal", "-shm"} {
-		f, err := os.OpenFile(m.path+suf, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-		if err != nil {
-			return err
-		}
-		if err := f.Close(); err != nil {
-			return err
-		}
+	f, err := os.OpenFile(m.path+"-wal", os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
 	}
 	// Without cancellation: Close waits for it, and it is short.
 	ctx := context.Background()

@@ -98,7 +98,7 @@ func testSpare(t *testing.T, fsync bool) {
 			t.Fatalf("spares: %v, want one", dbs)
 		}
 		files := map[string]os.FileInfo{}
-		for _, suf := range []string{"", "-wal", "-shm"} {
+		for _, suf := range []string{"", "-wal"} {
 			fi, err := os.Lstat(dbs[0] + suf)
 			if err != nil {
 				t.Fatal(err)
@@ -139,7 +139,7 @@ func testSpare(t *testing.T, fsync bool) {
 	if !os.SameFile(stat(filepath.Dir(p)), spare["dir"]) {
 		t.Errorf("the store's new directory %s is not the spare's", filepath.Dir(p))
 	}
-	for _, suf := range []string{"", "-wal", "-shm"} {
+	for _, suf := range []string{"", "-wal"} {
 		if !os.SameFile(stat(p+suf), spare[suf]) {
 			t.Errorf("%s is not the spare's db%s", p+suf, suf)
 		}

@@ -674,7 +674,7 @@ func TestMoved(t *testing.T) {
 	if err := put(ctx, db, "k", []byte("v")); err != nil {
 		t.Fatal(err)
 	}
-	for _, suf := range []string{"-wal", "-shm", ""} {
+	for _, suf := range []string{"-wal", ""} {
 		if err := os.Link(a+suf, b+suf); err != nil {
 			t.Fatal(err)
 		}
@@ -684,7 +684,7 @@ func TestMoved(t *testing.T) {
 	db.OnClose(func() { closed = true })
 	// The old names gone, a reader opened now must find the file by the
 	// new one: by the old, SQLite would make an empty database there.
-	for _, suf := range []string{"-wal", "-shm", ""} {
+	for _, suf := range []string{"-wal", ""} {
 		if err := os.Remove(a + suf); err != nil {
 			t.Fatal(err)
 		}

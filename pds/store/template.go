@@ -116,7 +116,7 @@ func makeTemplate(ctx context.Context, dir string, opts Options) ([]byte, error)
 	p := f.Name()
 	f.Close()
 	defer func() {
-		for _, suffix := range []string{"", "-wal", "-shm"} {
+		for _, suffix := range []string{"", "-wal"} {
 			os.Remove(p + suffix)
 		}
 	}()
