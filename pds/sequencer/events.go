@@ -435,18 +435,46 @@ func (s *Sequencer) Head(ctx context.Context) (int64, error) {
 
 // LastBefore is the newest seq sequenced before t (0 when none): replay
 // from a cursor older than the retention window starts after it. Times
-// grow with seq (see Append), so it is the last row of the sequenced_at
-// index before t: one index step, however many events are older. (A log
-// written before times were kept in order may hold a later seq with an
-// earlier time, by the milliseconds a writer waited for the lock.)
+// grow with seq (see Append), so it bisects the log by seq, one rowid
+// lookup a step: ~log2 of the seqs' range lookups, where an index on the
+// time cost every append a B-tree. (A log written before times were kept
+// in order may hold a later seq with an earlier time, by the milliseconds
+// a writer waited for the lock: there the answer may be off by the events
+// of those milliseconds.)
 func (s *Sequencer) LastBefore(ctx context.Context, t time.Time) (int64, error) {
-	var seq int64
-	err := s.db.Reader().QueryRowContext(ctx, `SELECT seq FROM repo_seq WHERE sequenced_at < ?
-		ORDER BY sequenced_at DESC, seq DESC LIMIT 1`, t.UTC().Format(timeFormat)).Scan(&seq)
-	if errors.Is(err, sql.ErrNoRows) {
-		return 0, nil
-	}
-	return seq, err
+	before := t.UTC().Format(timeFormat)
+	var last int64
+	err := s.db.Read(ctx, func(tx *sql.Tx) error {
+		var lo, hi sql.NullInt64
+		// Apart: SQLite answers min or max alone from the B-tree's edge,
+		// both in one SELECT by a scan.
+		if err := tx.QueryRowContext(ctx, `SELECT (SELECT min(seq) FROM repo_seq), (SELECT max(seq) FROM repo_seq)`).Scan(&lo, &hi); err != nil || !lo.Valid {
+			return err
+		}
+		first, err := tx.PrepareContext(ctx, `SELECT seq, sequenced_at FROM repo_seq WHERE seq >= ? ORDER BY seq LIMIT 1`)
+		if err != nil {
+			return err
+		}
+		defer first.Close()
+		// Every event below l is before t, none from h up; the first
+		// event at or past mid says which side of it t falls.
+		l, h := lo.Int64, hi.Int64+1
+		for l < h {
+			mid := l + (h-l)/2
+			var seq int64
+			var at string
+			if err := first.QueryRowContext(ctx, mid).Scan(&seq, &at); err != nil {
+				return err // there is one: mid < h <= max + 1
+			}
+			if at < before { // the format sorts as the times do
+				last, l = seq, seq+1
+			} else {
+				h = mid
+			}
+		}
+		return nil
+	})
+	return last, err
 }
 
 // After returns up to limit events with seq > after, oldest first: from

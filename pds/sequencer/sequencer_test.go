@@ -15,7 +15,7 @@ import (
 	"github.com/fakepds/fakepds/pds/store"
 )
 
-func open(t *testing.T) *sequencer.Sequencer {
+func open(t testing.TB) *sequencer.Sequencer {
 	t.Helper()
 	s, err := sequencer.Open(t.Context(), t.TempDir(), store.Options{})
 	if err != nil {
