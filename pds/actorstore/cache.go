@@ -132,9 +132,9 @@ func (c *Cache[T]) Acquire(ctx context.Context, did string) (*Handle[T], error) 
 			}
 		}
 		var victim *slot[T]
+		var victimDone chan struct{}
 		if len(c.slots)+len(c.closing) >= c.max {
-			back := c.lru.Back()
-			if back == nil {
+			if c.lru.Len() == 0 {
 				// Every slot is in use: wait for a release or a close.
 				freed := c.freed
 				c.mu.Unlock()
@@ -150,20 +150,12 @@ func (c *Cache[T]) Acquire(ctx context.Context, did string) (*Handle[T], error) 
 					return nil, ErrBusy
 				}
 			}
-			victim = back.Value.(*slot[T])
-			c.lru.Remove(back)
-			victim.elem = nil
-			delete(c.slots, victim.did)
+			// The victim's capacity passes to s; it still counts through
+			// s until its close finishes, which happens before s opens.
+			victim, victimDone = c.takeLRU()
 		}
 		s := &slot[T]{did: did, refs: 1, ready: make(chan struct{})}
 		c.slots[did] = s
-		var victimDone chan struct{}
-		if victim != nil {
-			// The victim's capacity passes to s; it still counts through
-			// s until its close finishes, which happens before s opens.
-			victimDone = make(chan struct{})
-			c.closing[victim.did] = victimDone
-		}
 		// s took the last slot: close the least recently used store now,
 		// beside s's open, so that the next account's Acquire finds a
 		// slot free instead of closing one itself (a close checkpoints:
@@ -171,13 +163,8 @@ func (c *Cache[T]) Acquire(ctx context.Context, did string) (*Handle[T], error) 
 		// the bound). It counts until closed, so the bound stays strict.
 		var ahead *slot[T]
 		var aheadDone chan struct{}
-		if back := c.lru.Back(); back != nil && len(c.slots)+len(c.closing) >= c.max {
-			ahead = back.Value.(*slot[T])
-			c.lru.Remove(back)
-			ahead.elem = nil
-			delete(c.slots, ahead.did)
-			aheadDone = make(chan struct{})
-			c.closing[ahead.did] = aheadDone
+		if c.lru.Len() > 0 && len(c.slots)+len(c.closing) >= c.max {
+			ahead, aheadDone = c.takeLRU()
 			c.ahead.Add(1)
 		}
 		c.mu.Unlock()
@@ -247,6 +234,20 @@ func (c *Cache[T]) waitTimer() <-chan time.Time {
 		return time.After(DefaultWait)
 	}
 	return time.After(c.Wait)
+}
+
+// takeLRU takes the least recently used idle slot out of the cache to be
+// closed: it counts in c.closing until closeSlot is done with it. The
+// caller holds c.mu and has seen c.lru non-empty.
+func (c *Cache[T]) takeLRU() (*slot[T], chan struct{}) {
+	back := c.lru.Back()
+	s := back.Value.(*slot[T])
+	c.lru.Remove(back)
+	s.elem = nil
+	delete(c.slots, s.did)
+	done := make(chan struct{})
+	c.closing[s.did] = done
+	return s, done
 }
 
 func (c *Cache[T]) closeSlot(s *slot[T], done chan struct{}) {
