@@ -130,14 +130,14 @@ func (s *Server) makeAccount(ctx context.Context, requester string, in *createAc
 		}
 		srvPub, _ := s.plcKey.PublicKey()
 		rotation = append(rotation, srvPub.DIDKey())
-		d, op, err := plc.CreateGenesis(s.plcKey, plc.Fields{RotationKeys: rotation, SigningKey: pub.DIDKey(), Handle: handle, PDS: s.publicURL()})
+		d, op, err := plc.CreateGenesis(s.pooled(s.plcKey), plc.Fields{RotationKeys: rotation, SigningKey: pub.DIDKey(), Handle: handle, PDS: s.publicURL()})
 		if err != nil {
 			return createAccountOutput{}, xrpc.InvalidRequest("", "Unable to create PLC operation: %v", err)
 		}
 		did, genesis = d, op
 	}
 
-	commit, err := s.createRepo(ctx, did, key)
+	commit, err := s.createRepo(ctx, did, s.pooled(key))
 	if err != nil {
 		return createAccountOutput{}, err
 	}

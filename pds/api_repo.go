@@ -144,7 +144,7 @@ type precheck func(current func(w prepared) (*cid.Cid, error), writes []prepared
 // applyPrepared commits writes to did's repo as one commit and sequences
 // it. A nil commit means nothing changed.
 func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepared, swapCommit *cid.Cid, check precheck) (*repo.Commit, error) {
-	key, err := s.signingKey(ctx, did)
+	key, err := s.commitKey(ctx, did)
 	if err != nil {
 		return nil, err
 	}

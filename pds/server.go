@@ -197,6 +197,7 @@ type Server struct {
 	tids        *clock.TIDs
 	repoLocks   repoLocks
 	idle        idleWork // see withActorStoreThen
+	nonces      commitNonces
 	proxyClient *http.Client
 
 	// verifyDPoP is the OAuth seam: when set, bearer hands it requests
@@ -233,6 +234,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.permSets = sets
 	s.hasher = auth.Hasher{N: auth.CheapScryptN, Rand: s.rand("password-salts")}
+	s.nonces = newCommitNonces(cfg.Rand.Seeded(), s.rand("commit-nonces"))
 	if cfg.ReferencePasswordCost {
 		s.hasher.N = auth.ReferenceScryptN
 	}
