@@ -1,7 +1,14 @@
 package pds
 
 import (
+	"bytes"
 	"slices"
+	"testing"
+
+	comatproto "github.com/bluesky-social/indigo/api/atproto"
+	"github.com/bluesky-social/indigo/atproto/atclient"
+	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
+	"github.com/bluesky-social/indigo/atproto/syntax"
 
 	"github.com/fakepds/fakepds/pds/auth"
 	"github.com/fakepds/fakepds/pds/xrpc"
@@ -31,4 +38,32 @@ func RegisteredAuth(s *Server) []MethodAuth {
 		})
 	}
 	return out
+}
+
+// VerifiedRepo is did's repo from sync.getRepo, loaded by indigo, with its
+// head commit's signature verified against the key in the DID document
+// (resolved through the server's PLC directory).
+func VerifiedRepo(t testing.TB, s *Server, did string) (*indigorepo.Commit, *indigorepo.Repo) {
+	t.Helper()
+	ctx := t.Context()
+	car, err := comatproto.SyncGetRepo(ctx, atclient.NewAPIClient(s.URL()), did, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, r, err := indigorepo.LoadRepoFromCAR(ctx, bytes.NewReader(car))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ident, err := s.Directory().LookupDID(ctx, syntax.DID(did))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, err := ident.PublicKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := commit.VerifySignature(pub); err != nil {
+		t.Fatalf("head commit signature: %v", err)
+	}
+	return commit, r
 }

@@ -6,11 +6,6 @@ import (
 	"testing"
 	"time"
 
-	comatproto "github.com/bluesky-social/indigo/api/atproto"
-	"github.com/bluesky-social/indigo/atproto/atclient"
-	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
-	"github.com/bluesky-social/indigo/atproto/syntax"
-
 	"github.com/fakepds/fakepds/pds/k256"
 	"github.com/fakepds/fakepds/pds/random"
 )
@@ -41,25 +36,7 @@ func TestCommitsSignWithPooledNonces(t *testing.T) {
 		t.Fatalf("after %d writes the pool lacks %d nonces, want %d (one a commit)", writes, lacks, writes)
 	}
 
-	car, err := comatproto.SyncGetRepo(ctx, atclient.NewAPIClient(s.URL()), a.Did, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, _, err := indigorepo.LoadRepoFromCAR(ctx, bytes.NewReader(car))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ident, err := s.Directory().LookupDID(ctx, syntax.DID(a.Did))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ident.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := commit.VerifySignature(pub); err != nil {
-		t.Fatalf("a commit signed with a pooled nonce: %v", err)
-	}
+	commit, _ := VerifiedRepo(t, s, a.Did)
 	key, err := s.signingKey(ctx, a.Did)
 	if err != nil {
 		t.Fatal(err)

@@ -12,8 +12,6 @@ import (
 
 	comatproto "github.com/bluesky-social/indigo/api/atproto"
 	"github.com/bluesky-social/indigo/api/bsky"
-	"github.com/bluesky-social/indigo/atproto/atclient"
-	indigorepo "github.com/bluesky-social/indigo/atproto/repo"
 	"github.com/bluesky-social/indigo/atproto/syntax"
 	lexutil "github.com/bluesky-social/indigo/lex/util"
 
@@ -240,25 +238,7 @@ func TestGetRepoVerifies(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	car, err := comatproto.SyncGetRepo(ctx, atclient.NewAPIClient(s.URL()), a.Did, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	commit, r, err := indigorepo.LoadRepoFromCAR(ctx, bytes.NewReader(car))
-	if err != nil {
-		t.Fatal(err)
-	}
-	ident, err := s.Directory().LookupDID(ctx, syntax.DID(a.Did))
-	if err != nil {
-		t.Fatal(err)
-	}
-	pub, err := ident.PublicKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := commit.VerifySignature(pub); err != nil {
-		t.Fatalf("commit signature: %v", err)
-	}
+	_, r := pds.VerifiedRepo(t, s, a.Did)
 	list, err := comatproto.RepoListRecords(ctx, cl, "app.bsky.feed.post", "", 100, a.Did, false)
 	if err != nil || len(list.Records) != 30 {
 		t.Fatalf("listRecords: %d, %v", len(list.Records), err)
