@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,50 @@ func TestLockedAgainstOtherProcesses(t *testing.T) {
 	}
 	if got := lockChild(t, path, "sqlite3"); got != "rows 1" {
 		t.Fatalf("another process after the close: %q, want rows 1", got)
+	}
+}
+
+// TestStaleSHMGoes: a database left by SQLite's default VFS (as a server
+// from before unix-excl, or a sqlite3 shell, leaves it: its -wal holding a
+// commit not yet checkpointed, and its -shm) opens with that commit, and
+// its -shm is removed, which unix-excl would never read.
+func TestStaleSHMGoes(t *testing.T) {
+	if runtime.GOOS == "windows" {
+		t.Skip("SQLite's default VFS there")
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "old.sqlite")
+	old, err := sql.Open("sqlite", "file:"+path+"?_pragma=journal_mode(wal)&_pragma=wal_autocheckpoint(0)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	old.SetMaxOpenConns(1)
+	for _, q := range append(slices.Clone(testSchema), `PRAGMA user_version = 1`, `INSERT INTO kv (k, v) VALUES ('k', 'in the wal')`) {
+		if _, err := old.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A copy of the files while the old connection has them open: what
+	// a process that ended without closing leaves.
+	left := filepath.Join(dir, "left.sqlite")
+	for _, ext := range []string{"", "-wal", "-shm"} {
+		b, err := os.ReadFile(path + ext)
+		if err != nil {
+			t.Fatalf("the default VFS left no %s file: %v", ext, err)
+		}
+		if err := os.WriteFile(left+ext, b, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old.Close()
+
+	db := open(t, left, store.Options{})
+	if _, err := os.Lstat(left + "-shm"); !errors.Is(err, fs.ErrNotExist) {
+		t.Fatalf("the stale -shm is still there after Open: %v", err)
+	}
+	var v string
+	if err := db.Reader().QueryRow(`SELECT v FROM kv WHERE k = 'k'`).Scan(&v); err != nil || v != "in the wal" {
+		t.Fatalf("the commit in the left -wal: %q, %v", v, err)
 	}
 }
 

@@ -272,6 +272,9 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 	}
 	db.settings = got
 	db.opened.Store(true)
+	if vfs == "unix-excl" {
+		removeStaleSHM(path, log)
+	}
 	if got != want {
 		// Asked, not told: say once, per file, what SQLite settled on.
 		log.Warn("sqlite pragmas did not all take",
@@ -294,6 +297,18 @@ func open(ctx context.Context, path string, opts Options) (*DB, error) {
 	r.SetMaxIdleConns(readers)
 	db.r = r
 	return db, nil
+}
+
+// removeStaleSHM removes the -shm file a database opened through SQLite's
+// default VFS left beside it (a data dir made before unix-excl, or one a
+// sqlite3 shell opened): unix-excl keeps the WAL index in memory and never
+// reads the file, and no other process can have it mapped while this one
+// holds the database (the lock readSettings took), so it was 32 KiB of
+// disk per store kept for nothing.
+func removeStaleSHM(path string, log *slog.Logger) {
+	if err := os.Remove(path + "-shm"); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		log.Warn("sqlite: a stale -shm file stays", "file", path+"-shm", "err", err)
+	}
 }
 
 // sqliteDriver is modernc's registered driver, which connectors open
