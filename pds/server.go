@@ -300,7 +300,7 @@ func (s *Server) open(ctx context.Context) error {
 		return err
 	}
 	s.accounts.Rand = s.rand("email-tokens")
-	spare, err := actorstore.NewSpare(s.actorDir(), opts)
+	spare, err := actorstore.NewSpare(s.actorDir(), opts, warmSpare)
 	if err != nil {
 		oauthStore.Close()
 		return err

@@ -47,6 +47,7 @@ type Spare struct {
 	dir  string // the actor store dir
 	opts store.Options
 	log  *slog.Logger
+	warm func(context.Context, *store.DB) error
 
 	mu     sync.Mutex
 	ready  *made // the spare, complete and open; nil while there is none
@@ -87,8 +88,11 @@ const shardName = "shard"
 // NewSpare returns the spare maker of the actor stores under dir. Spares
 // left by an earlier run are removed: after an OS crash with fsync off
 // their files may not be whole, and a claimed store's are names of files
-// it also has under its own.
-func NewSpare(dir string, opts store.Options) (*Spare, error) {
+// it also has under its own. warm, when not nil, runs on each spare once
+// it is open, before it can be claimed: what its account's first request
+// would do on a connection still cold (the store's first statement parses
+// the schema), such as preparing that request's statements.
+func NewSpare(dir string, opts store.Options, warm func(context.Context, *store.DB) error) (*Spare, error) {
 	opts.Migrations = Migrations
 	opts.Readers, opts.WriterCacheKiB, opts.ReaderCacheKiB = Readers, WriterCacheKiB, ReaderCacheKiB
 	log := opts.Logger
@@ -98,7 +102,7 @@ func NewSpare(dir string, opts store.Options) (*Spare, error) {
 	if err := os.RemoveAll(filepath.Join(dir, SpareDir)); err != nil {
 		return nil, err
 	}
-	return &Spare{dir: dir, opts: opts, log: log}, nil
+	return &Spare{dir: dir, opts: opts, log: log, warm: warm}, nil
 }
 
 // Close stops making spares, waits for the one being made, and closes and
@@ -239,6 +243,15 @@ func (s *Spare) makeAt(m *made) error {
 		return err
 	}
 	db, err := openStore(ctx, m.path, s.opts)
+	if err != nil {
+		return err
+	}
+	if s.warm != nil {
+		if err := s.warm(ctx, db); err != nil {
+			db.Close()
+			return err
+		}
+	}
 	m.db = db
-	return err
+	return nil
 }

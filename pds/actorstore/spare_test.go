@@ -1,13 +1,16 @@
 package actorstore_test
 
 import (
+	"context"
 	"database/sql"
 	"errors"
 	"fmt"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"github.com/fakepds/fakepds/pds/actorstore"
@@ -37,7 +40,7 @@ func testSpare(t *testing.T, fsync bool) {
 	if err := os.WriteFile(filepath.Join(spareDir, "db"), []byte("torn by a crash"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	sp, err := actorstore.NewSpare(dir, store.Options{Fsync: fsync})
+	sp, err := actorstore.NewSpare(dir, store.Options{Fsync: fsync}, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,5 +159,55 @@ func testSpare(t *testing.T, fsync bool) {
 	}
 	if !os.SameFile(stat(filepath.Join(spareDir, "shard")), shardDir) {
 		t.Errorf("the spare's shard directory after a claim into an existing one changed")
+	}
+}
+
+// TestSpareWarm: the warm func runs on each spare before it is claimed,
+// on the database the new store then is; a spare whose warming failed is
+// not used (the store is made as without a spare).
+func TestSpareWarm(t *testing.T) {
+	ctx := t.Context()
+	var fail atomic.Bool
+	var warmed atomic.Int32
+	opts := store.Options{Logger: slog.New(slog.DiscardHandler)}
+	sp, err := actorstore.NewSpare(t.TempDir(), opts, func(ctx context.Context, db *store.DB) error {
+		if fail.Load() {
+			return errors.New("warming failed")
+		}
+		warmed.Add(1)
+		return db.Write(ctx, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, `INSERT INTO account_pref (name, value_json) VALUES ('warmed', '{}')`)
+			return err
+		})
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sp.Close()
+	open := sp.Opener()
+	prefs := func(did string) int {
+		t.Helper()
+		db, err := open(ctx, did)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer db.Close()
+		var n int
+		if err := db.Reader().QueryRowContext(ctx, `SELECT count(*) FROM account_pref WHERE name = 'warmed'`).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := prefs("did:plc:first"); n != 0 {
+		t.Fatalf("the first store (no spare yet) was warmed: %d rows", n)
+	}
+	actorstore.WaitSpare(sp) // each open starts the next spare
+	fail.Store(true)         // for the spare the next open starts
+	if n := prefs("did:plc:second"); n != 1 || warmed.Load() != 1 {
+		t.Fatalf("the store from the spare: %d warm rows, warmed %d times; want 1, 1", n, warmed.Load())
+	}
+	actorstore.WaitSpare(sp)
+	if n := prefs("did:plc:third"); n != 0 {
+		t.Fatalf("a store made after a failed warming has %d warm rows", n)
 	}
 }

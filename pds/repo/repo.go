@@ -186,15 +186,14 @@ func (c *Commit) SyncEvent() *comatproto.SyncSubscribeRepos_Sync {
 var cidBuilder = cid.NewPrefixV1(cid.DagCBOR, multihash.SHA2_256)
 
 // Create writes an empty repo for did (an empty MST and a signed commit at
-// a fresh rev, the TID of now) into the actor store tx belongs to, for
-// createAccount.
-func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.PrivateKey, now time.Time) (*Commit, error) {
-	var one int
-	switch err := tx.QueryRowContext(ctx, `SELECT 1 FROM repo_root`).Scan(&one); {
-	case err == nil:
-		return nil, ErrRepoExists
-	case !errors.Is(err, sql.ErrNoRows):
+// a fresh rev, the TID of now) into the actor store of tx, a write
+// transaction (a *sql.Tx, or a store.TxQuerier that runs the statements
+// of CreateQueries prepared ahead), for createAccount.
+func Create(ctx context.Context, tx TxRunner, did syntax.DID, key atcrypto.PrivateKey, now time.Time) (*Commit, error) {
+	if exists, err := Exists(ctx, tx); err != nil {
 		return nil, fmt.Errorf("repo: create: %w", err)
+	} else if exists {
+		return nil, ErrRepoExists
 	}
 	tree := mst.NewEmptyTree()
 	var diff collector
@@ -212,17 +211,52 @@ func Create(ctx context.Context, tx *sql.Tx, did syntax.DID, key atcrypto.Privat
 		bw.add(b.cid, b.data)
 	}
 	bw.add(cc, commitBlock)
-	if err := bw.insert(newTxStmts(ctx, tx, nil)); err != nil {
-		return nil, err
+	for _, b := range bw.blocks { // the empty tree's node and the commit
+		if _, err := tx.ExecContext(ctx, createQueries[1], b.cid.Bytes(), rev, b.data); err != nil {
+			return nil, fmt.Errorf("repo: create: %w", err)
+		}
 	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)`,
-		did.String(), cc.Bytes(), rev, data.Bytes()); err != nil {
+	if _, err := tx.ExecContext(ctx, createQueries[2], did.String(), cc.Bytes(), rev, data.Bytes()); err != nil {
 		return nil, fmt.Errorf("repo: create: %w", err)
 	}
 	c := &Commit{DID: did, CID: cc, Rev: rev, Data: *data, Ops: []Op{}, commitBlock: commitBlock}
 	c.Blocks = commitCAR(cc, bw.blocks)
 	return c, nil
 }
+
+// Exists reports whether the actor store of tx holds a repo.
+func Exists(ctx context.Context, tx TxRunner) (bool, error) {
+	var one int
+	switch err := tx.QueryRowContext(ctx, createQueries[0]).Scan(&one); {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, sql.ErrNoRows):
+		return false, nil
+	default:
+		return false, err
+	}
+}
+
+// TxRunner is what Create runs its statements on: a *sql.Tx, or a
+// store.TxQuerier.
+type TxRunner interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+// createQueries are Create's statements: whether there is a repo
+// (Exists), a block in, the head in.
+var createQueries = [...]string{
+	`SELECT 1 FROM repo_root`,
+	stmtSQL[stmtPutBlock],
+	`INSERT INTO repo_root (id, did, cid, rev, data) VALUES (1, ?, ?, ?, ?)`,
+}
+
+// CreateQueries are the texts of Create's statements, for a store that
+// prepares them ahead of the account (store.DB.PrepareQueries on the
+// spare actor store): prepared by Create itself, on a connection that had
+// not yet parsed the schema.
+func CreateQueries() []string { return createQueries[:] }
 
 // Apply makes writes one signed commit on top of the repo's head.
 //
