@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fakepds/fakepds/pds/actorstore"
+	"github.com/fakepds/fakepds/pds/repo"
 )
 
 // TestIdleWorkWaitsForQuiet: work started while a request is being
@@ -83,6 +84,8 @@ func TestIdleWorkWaitsForQuiet(t *testing.T) {
 // in the background, so that write does not prepare them itself.
 func TestCreateAccountPreparesFirstWrite(t *testing.T) {
 	s := startAt(t, t.TempDir())
+	createAccount(t, s, "earlier.test", "earlier-pass") // makes the first spare
+	s.spare.Wait()
 	out := createAccount(t, s, "prepared.test", "prepared-pass")
 	deadline := time.Now().Add(5 * time.Second)
 	for {
@@ -93,8 +96,13 @@ func TestCreateAccountPreparesFirstWrite(t *testing.T) {
 		h.DB.mu.Lock()
 		made := h.DB.writer != nil
 		h.DB.mu.Unlock()
+		// The spare's createAccount statements (warmSpare) go with it.
+		kept := h.DB.Kept(repo.CreateQueries()[0])
 		h.Release()
 		if made {
+			if kept {
+				t.Fatal("the store keeps createAccount's statements after its writer was made")
+			}
 			return
 		}
 		if time.Now().After(deadline) {

@@ -122,6 +122,10 @@ func (s *Spare) Close() {
 	}
 }
 
+// Wait waits for the spare being made, if one is: after it, the next new
+// store is made from a spare (unless making it failed).
+func (s *Spare) Wait() { s.wg.Wait() }
+
 // claim links the spare's files to path (an actor store's database file,
 // not there yet) and returns its open database, or nil when there is no
 // spare or linking failed: path is then to be made the usual way. Either

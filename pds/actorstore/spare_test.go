@@ -128,7 +128,7 @@ func testSpare(t *testing.T, fsync bool) {
 	}
 
 	use("did:plc:first") // no spare yet: made as before, and the spare after it
-	actorstore.WaitSpare(sp)
+	sp.Wait()
 	var spare map[string]os.FileInfo
 	spareOpen, spare = spareFiles()
 	spare["dir"] = stat(filepath.Join(spareDir, "shard"))
@@ -148,7 +148,7 @@ func testSpare(t *testing.T, fsync bool) {
 		}
 	}
 
-	actorstore.WaitSpare(sp)
+	sp.Wait()
 	var again map[string]os.FileInfo
 	spareOpen, again = spareFiles()
 	shardDir := stat(filepath.Join(spareDir, "shard"))
@@ -201,12 +201,12 @@ func TestSpareWarm(t *testing.T) {
 	if n := prefs("did:plc:first"); n != 0 {
 		t.Fatalf("the first store (no spare yet) was warmed: %d rows", n)
 	}
-	actorstore.WaitSpare(sp) // each open starts the next spare
-	fail.Store(true)         // for the spare the next open starts
+	sp.Wait()        // each open starts the next spare
+	fail.Store(true) // for the spare the next open starts
 	if n := prefs("did:plc:second"); n != 1 || warmed.Load() != 1 {
 		t.Fatalf("the store from the spare: %d warm rows, warmed %d times; want 1, 1", n, warmed.Load())
 	}
-	actorstore.WaitSpare(sp)
+	sp.Wait()
 	if n := prefs("did:plc:third"); n != 0 {
 		t.Fatalf("a store made after a failed warming has %d warm rows", n)
 	}

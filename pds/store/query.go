@@ -63,6 +63,24 @@ func (db *DB) PrepareQueries(ctx context.Context, queries ...string) error {
 	return nil
 }
 
+// DropQueries releases the statements PrepareQueries kept for queries, for
+// a caller that will not run them again (an actor store's createAccount
+// statements once it has run them): kept, they would stay until pushed
+// out, a few KiB each in every open store. It holds the writer as a Query
+// does.
+func (db *DB) DropQueries(queries ...string) {
+	if !db.opened.Load() {
+		return
+	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	db.queries.drop(queries)
+}
+
+// Kept reports whether the DB keeps a prepared statement of query (see
+// PrepareQueries).
+func (db *DB) Kept(query string) bool { return db.queries.prepared(query) != nil }
+
 // maxQueries bounds the statements a DB keeps prepared for Query: the
 // few reads a test suite repeats, not every listRecords limit a caller
 // tries (each is its own text: see repo.EachRecord).
@@ -127,6 +145,19 @@ func (c *stmtCache) QueryRowContext(ctx context.Context, query string, args ...a
 		return c.db.w.QueryRowContext(ctx, query, args...)
 	}
 	return st.QueryRowContext(ctx, args...)
+}
+
+// drop closes and forgets the statements of queries it keeps.
+func (c *stmtCache) drop(queries []string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, q := range queries {
+		if st := c.stmts[q]; st != nil {
+			st.Close()
+			delete(c.stmts, q)
+			c.order = slices.DeleteFunc(c.order, func(k string) bool { return k == q })
+		}
+	}
 }
 
 // close closes the statements (DB.Close, before the writer's pool).

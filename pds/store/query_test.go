@@ -122,6 +122,13 @@ func TestQueryPreparesOnce(t *testing.T) {
 	if got := n(ahead); got != 2 {
 		t.Fatalf("the query prepared ahead counted %d, want 2", got)
 	}
+	db.DropQueries(ahead, `SELECT 'never kept'`)
+	if got := store.QueriesPrepared(db); !slices.Equal(got, []string{count}) {
+		t.Fatalf("after DropQueries: %q", got)
+	}
+	if got := n(ahead); got != 2 { // prepared again, as any query
+		t.Fatalf("the query dropped counted %d, want 2", got)
+	}
 	if err := db.PrepareQueries(ctx, `SELECT nope FROM nowhere`); err == nil {
 		t.Fatal("PrepareQueries of a bad query: no error")
 	}
