@@ -101,9 +101,12 @@ type commitNonces struct {
 }
 
 const (
-	// maxNonces is the pool's size: a test suite's writes come in runs
-	// (an operation across its accounts), and most runs fit.
-	maxNonces = 128
+	// firstNonces and maxNonces bound the pool's size (k256.Nonces grows
+	// it when a signature finds it empty): a test's private server signs
+	// a few commits; a suite's writes come in runs (an operation across
+	// its accounts) that grow it.
+	firstNonces = 16
+	maxNonces   = 1024
 	// nonceRefillAt is how many the pool lacks before it is topped up.
 	nonceRefillAt = 8
 	// noncesPerPiece is one piece of idle work: ~45 µs each on 2 cores,

@@ -24,7 +24,7 @@ func TestCommitsSignWithPooledNonces(t *testing.T) {
 	}
 	for deadline := time.Now().Add(10 * time.Second); pool.Lacks() != 0; time.Sleep(time.Millisecond) {
 		if time.Now().After(deadline) {
-			t.Fatalf("the pool still lacks %d of %d nonces 10s after the last request", pool.Lacks(), maxNonces)
+			t.Fatalf("the pool still lacks %d of %d nonces 10s after the last request", pool.Lacks(), pool.Size())
 		}
 	}
 	cl := login(t, s, "nonces.test", "pw")

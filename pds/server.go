@@ -235,7 +235,7 @@ func New(cfg Config) (*Server, error) {
 	s.permSets = sets
 	s.hasher = auth.Hasher{N: auth.CheapScryptN, Rand: s.rand("password-salts")}
 	if !cfg.Rand.Seeded() { // a seeded server signs reproducibly: RFC 6979
-		s.nonces.pool = k256.NewNonces(maxNonces, s.rand("commit-nonces"))
+		s.nonces.pool = k256.NewNonces(firstNonces, maxNonces, s.rand("commit-nonces"))
 	}
 	if cfg.ReferencePasswordCost {
 		s.hasher.N = auth.ReferenceScryptN

@@ -23,12 +23,20 @@ import (
 // the process. Such signatures are valid ECDSA, but not RFC 6979's: the
 // same key signs the same message two ways. A server that must sign
 // reproducibly (a seeded one) has no pool.
+//
+// The pool holds up to a size that starts small and doubles, up to its
+// max, when a signature finds it empty after it was full: a test's private
+// server that
+// signs a few commits makes a few nonces (~45 µs of CPU each), and a
+// suite's runs of writes grow it to what they take between idle moments.
 type Nonces struct {
 	rand io.Reader
 	max  int
 
-	mu   sync.Mutex
-	free []nonce
+	mu     sync.Mutex
+	free   []nonce
+	target int  // the pool's size for now, up to max
+	full   bool // free reached target since target last grew
 }
 
 // nonce is r = x(k·G) mod n and 1/k, for a random k.
@@ -36,10 +44,11 @@ type nonce struct {
 	r, kInv secp256k1.Scalar
 }
 
-// NewNonces is an empty pool of at most max nonces drawn from rand
-// (crypto/rand's Reader, or a stream as good).
-func NewNonces(max int, rand io.Reader) *Nonces {
-	return &Nonces{rand: rand, max: max}
+// NewNonces is an empty pool of nonces drawn from rand (crypto/rand's
+// Reader, or a stream as good), sized first for initial and at most for
+// max.
+func NewNonces(initial, max int, rand io.Reader) *Nonces {
+	return &Nonces{rand: rand, max: max, target: min(initial, max)}
 }
 
 // Fill makes up to n nonces, and adds them while the pool has room. It
@@ -54,9 +63,10 @@ func (p *Nonces) Fill(n int) (int, error) {
 			return p.Lacks(), err
 		}
 		p.mu.Lock()
-		if len(p.free) < p.max {
+		if len(p.free) < p.target {
 			p.free = append(p.free, nc)
 		}
+		p.full = p.full || len(p.free) == p.target
 		p.mu.Unlock()
 	}
 	return p.Lacks(), nil
@@ -66,15 +76,27 @@ func (p *Nonces) Fill(n int) (int, error) {
 func (p *Nonces) Lacks() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.max - len(p.free)
+	return max(p.target-len(p.free), 0)
+}
+
+// Size is the pool's size for now (see Nonces).
+func (p *Nonces) Size() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.target
 }
 
 // take hands out a nonce, false when the pool is empty; no other call
-// gets the same one.
+// gets the same one. Empty after it was full, the pool grows: its size
+// did not last from one idle moment to the next (never full, it is only
+// being filled, as after a start).
 func (p *Nonces) take() (nonce, bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if len(p.free) == 0 {
+		if p.full {
+			p.target, p.full = min(2*p.target, p.max), false
+		}
 		return nonce{}, false
 	}
 	nc := p.free[len(p.free)-1]

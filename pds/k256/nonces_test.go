@@ -20,7 +20,7 @@ func TestPooledSignaturesVerify(t *testing.T) {
 		t.Fatal(err)
 	}
 	const n = 200
-	pool := k256.NewNonces(n, rand.Reader)
+	pool := k256.NewNonces(n, n, rand.Reader)
 	if lacks, err := pool.Fill(n); err != nil || lacks != 0 {
 		t.Fatalf("Fill(%d) = %d, %v; want 0, nil", n, lacks, err)
 	}
@@ -70,7 +70,7 @@ func TestPooledSignaturesVerify(t *testing.T) {
 }
 
 func TestNoncesFillStopsAtMax(t *testing.T) {
-	pool := k256.NewNonces(3, rand.Reader)
+	pool := k256.NewNonces(3, 3, rand.Reader)
 	if lacks, err := pool.Fill(2); err != nil || lacks != 1 {
 		t.Fatalf("Fill(2) of 3 = %d, %v; want 1, nil", lacks, err)
 	}
@@ -79,17 +79,54 @@ func TestNoncesFillStopsAtMax(t *testing.T) {
 	}
 }
 
+// TestNoncesGrow: a pool found empty after it was full doubles its size,
+// up to its max; found empty while it is still being filled (as after a
+// start), it does not.
+func TestNoncesGrow(t *testing.T) {
+	key, err := k256.Generate(rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := k256.NewNonces(2, 5, rand.Reader)
+	signer := k256.Pooled{PrivateKey: key, Nonces: pool}
+	sign := func() {
+		t.Helper()
+		if _, err := signer.HashAndSign([]byte("commit")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sign() // empty, never full: no growth
+	if size := pool.Size(); size != 2 {
+		t.Fatalf("a pool never full grew to %d", size)
+	}
+	for _, want := range []int{4, 5, 5} {
+		if lacks, err := pool.Fill(10); err != nil || lacks != 0 {
+			t.Fatalf("Fill = %d, %v", lacks, err)
+		}
+		for range pool.Size() + 1 { // all it holds, then one more
+			sign()
+		}
+		if size := pool.Size(); size != want {
+			t.Fatalf("drained: size %d, want %d", size, want)
+		}
+		sign() // empty again before it was refilled: no second growth
+		if size := pool.Size(); size != want {
+			t.Fatalf("drained twice before a refill: size %d, want %d", size, want)
+		}
+	}
+}
+
 type failingReader struct{}
 
 func (failingReader) Read([]byte) (int, error) { return 0, errors.New("no entropy") }
 
 func TestNoncesFillFailsOnABrokenSource(t *testing.T) {
-	pool := k256.NewNonces(3, failingReader{})
+	pool := k256.NewNonces(3, 3, failingReader{})
 	if _, err := pool.Fill(1); err == nil {
 		t.Fatal("Fill from a failing source did not fail")
 	}
 	// A source that only ever gives the zero scalar (and so no k).
-	pool = k256.NewNonces(3, bytes.NewReader(make([]byte, 1<<10)))
+	pool = k256.NewNonces(3, 3, bytes.NewReader(make([]byte, 1<<10)))
 	if _, err := pool.Fill(1); err == nil {
 		t.Fatal("Fill from a source of zeros did not fail")
 	}
@@ -115,7 +152,7 @@ func BenchmarkSign(b *testing.B) {
 		}
 	})
 	b.Run("pooled", func(b *testing.B) {
-		pool := k256.NewNonces(256, rand.Reader)
+		pool := k256.NewNonces(256, 256, rand.Reader)
 		signer := k256.Pooled{PrivateKey: key, Nonces: pool}
 		for b.Loop() {
 			if pool.Lacks() == 256 {
@@ -131,7 +168,7 @@ func BenchmarkSign(b *testing.B) {
 		}
 	})
 	b.Run("nonce", func(b *testing.B) {
-		pool := k256.NewNonces(1, rand.Reader)
+		pool := k256.NewNonces(1, 1, rand.Reader)
 		signer := k256.Pooled{PrivateKey: key, Nonces: pool}
 		for b.Loop() {
 			if _, err := pool.Fill(1); err != nil {
