@@ -85,7 +85,6 @@ func (a *actor) prepareWriter(ctx context.Context) {
 			a.writer = w
 		}
 	}
-	a.DropQueries(repo.CreateQueries()...) // the spare's, run once (warmSpare)
 	_ = a.PrepareQueries(ctx, blob.UploadQueries()...)
 }
 

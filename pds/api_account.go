@@ -238,6 +238,9 @@ func (s *Server) createRepo(ctx context.Context, did syntax.DID, key atcrypto.Pr
 		s.destroyActorStore(did.String())
 		return nil, err
 	}
+	// The spare's statements (warmSpare) have done their one run: kept,
+	// they would hold 3 of the store's query slots for good.
+	h.DB.DropQueries(repo.CreateQueries()...)
 	return c, nil
 }
 

@@ -96,12 +96,13 @@ func TestCreateAccountPreparesFirstWrite(t *testing.T) {
 		h.DB.mu.Lock()
 		made := h.DB.writer != nil
 		h.DB.mu.Unlock()
-		// The spare's createAccount statements (warmSpare) go with it.
+		// The spare's createAccount statements (warmSpare) are gone once
+		// they have run.
 		kept := h.DB.Kept(repo.CreateQueries()[0])
 		h.Release()
 		if made {
 			if kept {
-				t.Fatal("the store keeps createAccount's statements after its writer was made")
+				t.Fatal("the store keeps createAccount's statements after createAccount")
 			}
 			return
 		}
