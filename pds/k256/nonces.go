@@ -25,10 +25,10 @@ import (
 // reproducibly (a seeded one) has no pool.
 //
 // The pool holds up to a size that starts small and doubles, up to its
-// max, when a signature finds it empty after it was full: a test's private
-// server that
-// signs a few commits makes a few nonces (~45 µs of CPU each), and a
-// suite's runs of writes grow it to what they take between idle moments.
+// max, when a signature finds it empty after it was full: a test's
+// private server that signs a few commits makes a few nonces (~45 µs of
+// CPU each), and a suite's runs of writes grow it to what they take
+// between idle moments.
 type Nonces struct {
 	rand io.Reader
 	max  int
