@@ -65,9 +65,13 @@ func (k *PrivateKey) HashAndSign(content []byte) ([]byte, error) {
 	return k.sk.Sign(secec.RFC6979SHA256(), h[:], signOptions)
 }
 
-// Equal reports whether other is the same key (a *PrivateKey or indigo's).
+// Equal reports whether other is the same key (a *PrivateKey, a Pooled
+// or indigo's).
 func (k *PrivateKey) Equal(other atcrypto.PrivateKey) bool {
-	if o, ok := other.(*PrivateKey); ok {
+	switch o := other.(type) {
+	case *PrivateKey:
+		other = o.PrivateKeyK256
+	case Pooled:
 		other = o.PrivateKeyK256
 	}
 	return k.PrivateKeyK256.Equal(other)

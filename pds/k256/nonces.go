@@ -156,11 +156,3 @@ func (k Pooled) HashAndSign(content []byte) ([]byte, error) {
 	s.ConditionalNegate(s, s.IsGreaterThanHalfN())
 	return secec.BuildCompactSignature(&nc.r, s), nil
 }
-
-// Equal reports whether other is the same key.
-func (k Pooled) Equal(other atcrypto.PrivateKey) bool {
-	if o, ok := other.(Pooled); ok {
-		other = o.PrivateKey
-	}
-	return k.PrivateKey.Equal(other)
-}

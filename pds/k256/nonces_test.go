@@ -64,8 +64,12 @@ func TestPooledSignaturesVerify(t *testing.T) {
 	if !bytes.Equal(sig, rfc6979) {
 		t.Fatalf("an empty pool's signature is not RFC 6979's:\n%x\n%x", sig, rfc6979)
 	}
-	if !signer.Equal(key) || !key.Equal(signer.PrivateKey) {
-		t.Fatal("Pooled is not Equal to its key")
+	if !signer.Equal(key) || !key.Equal(signer) || !signer.Equal(signer) || !key.Equal(signer.PrivateKey) {
+		t.Fatal("Pooled is not Equal to its key, both ways")
+	}
+	other, _ := k256.Generate(rand.Reader)
+	if signer.Equal(other) || other.Equal(signer) {
+		t.Fatal("Pooled is Equal to another key")
 	}
 }
 
