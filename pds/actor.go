@@ -330,6 +330,19 @@ func (w *idleWork) close() {
 	w.wg.Wait()
 }
 
+// releaseSeqMemory queues the release of the sequencer writer's cached
+// pages as idle work, when it is due (sequencer.ReleaseDue). Checked
+// after the writes and account creations that append most events.
+func (s *Server) releaseSeqMemory() {
+	if s.seq.ReleaseDue() {
+		s.idle.start(func() {
+			if err := s.seq.ReleaseMemory(context.Background()); err != nil {
+				s.log.Warn("sequencer: releasing cached pages", "err", err)
+			}
+		})
+	}
+}
+
 // errNoRepo is an actor store that does not exist.
 var errNoRepo = errors.New("pds: repo not found")
 

@@ -63,6 +63,31 @@ func BenchmarkCreateRecord(b *testing.B) {
 	reportPercentiles(b, lat)
 }
 
+// BenchmarkCreateRecordRoundRobin: createRecord on 100 accounts in turn,
+// the suite's path (a different account every call) for as long as a CPU
+// profile needs (BenchmarkSuiteShaped makes 40 writes of each kind a
+// pass, among its account setup).
+func BenchmarkCreateRecordRoundRobin(b *testing.B) {
+	s := start(b, pds.Config{NoPLCRateLimit: true})
+	type acct struct {
+		did string
+		cl  *atclient.APIClient
+	}
+	accts := make([]acct, 100)
+	for i := range accts {
+		a := createAccountB(b, s, fmt.Sprintf("rr-%d.test", i))
+		accts[i] = acct{a.Did, bearer(s, a.AccessJwt)}
+	}
+	i := 0
+	for b.Loop() {
+		a := accts[i%len(accts)]
+		if _, err := comatproto.RepoCreateRecord(b.Context(), a.cl, &comatproto.RepoCreateRecord_Input{Repo: a.did, Collection: "app.bsky.feed.post", Record: post("hello")}); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
 func BenchmarkPutRecord(b *testing.B) {
 	s, a, create := benchRepo(b, 1000)
 	cl := bearer(s, a.AccessJwt)

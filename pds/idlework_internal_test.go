@@ -3,6 +3,7 @@ package pds
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io/fs"
 	"net/http"
 	"net/http/httptest"
@@ -209,4 +210,37 @@ func TestIdleWorkOneAtATime(t *testing.T) {
 	}
 	release <- struct{}{}
 	<-stuck
+}
+
+// TestWritesReleaseSequencerMemory: once enough events are committed, a
+// write leaves the release of the sequencer writer's cached pages as idle
+// work (releaseSeqMemory).
+func TestWritesReleaseSequencerMemory(t *testing.T) {
+	s := startAt(t, t.TempDir())
+	out := createAccount(t, s, "releases.test", "releases-pass")
+	c := login(t, s, "releases.test", "releases-pass")
+	cached := func() int {
+		n, err := s.seq.DB().WriterCacheBytes(t.Context())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	// createAccount's four events and the login's none, then writes up
+	// to the 128th event: nothing released yet.
+	for i := range 123 {
+		post(t, c, out.Did, fmt.Sprint(i))
+	}
+	s.idle.waitQuiet()
+	if n := cached(); n < 64<<10 {
+		t.Fatalf("the sequencer's writer caches %d bytes before any release: the test shows nothing", n)
+	}
+	post(t, c, out.Did, "the 128th event")
+	deadline := time.Now().Add(5 * time.Second)
+	for cached() > 16<<10 {
+		if time.Now().After(deadline) {
+			t.Fatalf("the sequencer's writer still caches %d bytes 5 s after its 128th event", cached())
+		}
+		time.Sleep(time.Millisecond)
+	}
 }

@@ -27,7 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"modernc.org/sqlite" // registers the "sqlite" driver
+	"modernc.org/sqlite" // also registers the "sqlite" driver
 	sqlite3 "modernc.org/sqlite/lib"
 )
 
@@ -534,6 +534,48 @@ func (db *DB) Begin(ctx context.Context) (tx *sql.Tx, end func(commit bool) erro
 		}
 		return tx.Rollback()
 	}, nil
+}
+
+// ReleaseMemory frees the pages the writer's connection has cached
+// (PRAGMA shrink_memory), once no write holds it: what it needs again is
+// read back from the file, which the OS still caches.
+func (db *DB) ReleaseMemory(ctx context.Context) error {
+	ctx, err := detach(ctx)
+	if err != nil {
+		return err
+	}
+	if err := db.ready(ctx); err != nil {
+		return err
+	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	_, err = db.w.ExecContext(ctx, "PRAGMA shrink_memory")
+	return err
+}
+
+// WriterCacheBytes is how much memory the pages cached by the writer's
+// connection take (SQLITE_DBSTATUS_CACHE_USED): what ReleaseMemory frees.
+func (db *DB) WriterCacheBytes(ctx context.Context) (int, error) {
+	if err := db.ready(ctx); err != nil {
+		return 0, err
+	}
+	db.wmu.Lock()
+	defer db.wmu.Unlock()
+	c, err := db.w.Conn(ctx)
+	if err != nil {
+		return 0, err
+	}
+	defer c.Close()
+	var n int
+	err = c.Raw(func(dc any) error {
+		st, ok := dc.(sqlite.DBStatus)
+		if !ok {
+			return fmt.Errorf("store: %T reports no status", dc)
+		}
+		n, _, err = st.Status(sqlite.DBStatusCacheUsed, false)
+		return err
+	})
+	return n, err
 }
 
 // Read runs fn in a read transaction on a reader connection, so everything

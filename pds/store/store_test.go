@@ -133,6 +133,56 @@ func TestCacheBounds(t *testing.T) {
 	})
 }
 
+// TestBusyCacheOutgrowsItsBound is why ReleaseMemory exists: SQLite's
+// page caches are one LRU list in this build (ENABLE_MEMORY_MANAGEMENT), so
+// a connection at its cache_size takes another connection's least
+// recently used page rather than one of its own, and keeps growing while
+// others sit idle. ReleaseMemory frees what it holds.
+func TestBusyCacheOutgrowsItsBound(t *testing.T) {
+	ctx := t.Context()
+	dir := t.TempDir()
+	idle := open(t, filepath.Join(dir, "idle.sqlite"), store.Options{WriterCacheKiB: 1024})
+	busy := open(t, filepath.Join(dir, "busy.sqlite"), store.Options{WriterCacheKiB: 64})
+	fill := func(db *store.DB, n int) {
+		t.Helper()
+		v := bytes.Repeat([]byte{'x'}, 3000) // a page each
+		for i := range n {
+			if err := put(ctx, db, fmt.Sprint(i), v); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cached := func(db *store.DB) int {
+		t.Helper()
+		n, err := db.WriterCacheBytes(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	fill(idle, 200)
+	fill(busy, 200)
+	n := cached(busy)
+	t.Logf("the busy writer caches %d KiB, its cache_size 64 KiB", n>>10)
+	if n < 4*64<<10 {
+		t.Errorf("the busy writer caches %d bytes, no more than 4x its cache_size of 64 KiB: are the caches apart now? Then ReleaseMemory's reason is gone", n)
+	}
+	if err := busy.ReleaseMemory(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// SQLite keeps a page (5 KiB with its header here).
+	if n := cached(busy); n > 16<<10 {
+		t.Errorf("after ReleaseMemory the writer caches %d bytes, want a page or two", n)
+	}
+	// What it needs is read back.
+	if err := put(ctx, busy, "after", []byte("v")); err != nil {
+		t.Fatal(err)
+	}
+	if n := cached(busy); n == 0 {
+		t.Error("the writer caches nothing after a write")
+	}
+}
+
 // A pragma that does not take is reported once, naming the file and what
 // SQLite settled on. An in-memory database cannot be WAL.
 func TestPragmaWarning(t *testing.T) {
