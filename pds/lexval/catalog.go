@@ -28,6 +28,7 @@ type catalog struct {
 	records sync.Map // NSID with a lexicon -> *node, nil when not a record type
 	params  sync.Map // method NSID -> *node of its parameters, nil when it has none
 	inputs  sync.Map // method NSID -> *methodInput
+	encs    sync.Map // method NSID -> its input encoding (string)
 
 	mu     sync.Mutex // guards what follows: compiling
 	base   *lexicon.BaseCatalog
@@ -107,6 +108,42 @@ func compiled[T any](c *catalog, m *sync.Map, nsid string, compile func() (*T, e
 func isRecord(s *lexicon.Schema) bool {
 	_, ok := s.Def.(lexicon.SchemaRecord)
 	return ok
+}
+
+// encoding is a method's input encoding as its own lexicon file declares
+// it ("" for none, or no such method), read without loading the file into
+// the catalog (see InputEncoding).
+func (c *catalog) encoding(nsid string) (string, error) {
+	if v, ok := c.encs.Load(nsid); ok {
+		return v.(string), nil
+	}
+	p, ok := c.paths[nsid]
+	if !ok {
+		return "", nil
+	}
+	b, err := lexiconFiles.ReadFile(p)
+	if err != nil {
+		return "", err
+	}
+	var f struct {
+		Defs struct {
+			Main struct {
+				Type  string `json:"type"`
+				Input *struct {
+					Encoding string `json:"encoding"`
+				} `json:"input"`
+			} `json:"main"`
+		} `json:"defs"`
+	}
+	if err := json.Unmarshal(b, &f); err != nil {
+		return "", fmt.Errorf("lexval: %s: %w", p, err)
+	}
+	enc := ""
+	if m := f.Defs.Main; m.Type == "procedure" && m.Input != nil {
+		enc = m.Input.Encoding
+	}
+	c.encs.Store(nsid, enc)
+	return enc, nil
 }
 
 // load adds a lexicon file to the indigo catalog and notes its property

@@ -429,6 +429,52 @@ func TestCatalogConcurrentFirstUse(t *testing.T) {
 	wg.Wait()
 }
 
+// TestInputEncodingAgreesWithCompiled: InputEncoding reads a method's
+// file alone; it must say what the compiled input says, for every method
+// of the catalog, and every input must compile (the mux registered them
+// through the compiled path before).
+func TestInputEncodingAgreesWithCompiled(t *testing.T) {
+	t.Parallel()
+	c := newCatalog()
+	procedures := 0
+	for nsid, p := range c.paths {
+		b, err := lexiconFiles.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var f struct {
+			Defs map[string]json.RawMessage `json:"defs"`
+		}
+		if err := json.Unmarshal(b, &f); err != nil {
+			t.Fatalf("%s: %v", p, err)
+		}
+		if _, ok := f.Defs["main"]; !ok {
+			continue // a file of defs: no method
+		}
+		enc, err := c.encoding(nsid)
+		if err != nil {
+			t.Errorf("%s: %v", nsid, err)
+			continue
+		}
+		in, err := c.input(nsid)
+		if err != nil {
+			t.Errorf("%s: input does not compile: %v", nsid, err)
+			continue
+		}
+		want := ""
+		if in != nil {
+			want = in.encoding
+			procedures++
+		}
+		if enc != want {
+			t.Errorf("%s: InputEncoding %q, compiled input %q", nsid, enc, want)
+		}
+	}
+	if procedures < 50 {
+		t.Errorf("%d procedures with input in the catalog: the loop checked little", procedures)
+	}
+}
+
 // TestGraphemeKnownDifferences bounds where grapheme counts differ from
 // the reference's (ICU, Unicode 17): uniseg (v0.4.7, Unicode 15.0)
 // predates the Indic conjunct rule (GB9c, Unicode 15.1).
