@@ -489,14 +489,10 @@ func (db *DB) Settings() Settings {
 // A ctx already done fails the call; once begun, the transaction is not
 // tied to ctx (see detach).
 func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	ctx, err := detach(ctx)
+	ctx, err := db.takeWriter(ctx)
 	if err != nil {
 		return err
 	}
-	if err := db.ready(ctx); err != nil {
-		return err
-	}
-	db.wmu.Lock()
 	defer db.wmu.Unlock()
 	tx, err := db.w.BeginTx(ctx, nil)
 	if err != nil {
@@ -509,20 +505,29 @@ func (db *DB) Write(ctx context.Context, fn func(tx *sql.Tx) error) error {
 	return tx.Commit()
 }
 
+// takeWriter detaches ctx (see detach), opens a lazy DB, and takes the
+// writer: the caller unlocks db.wmu.
+func (db *DB) takeWriter(ctx context.Context) (context.Context, error) {
+	ctx, err := detach(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := db.ready(ctx); err != nil {
+		return nil, err
+	}
+	db.wmu.Lock()
+	return ctx, nil
+}
+
 // Begin starts a write transaction as Write does, for a caller that must
 // end it after work elsewhere (the sequencer commits a repo write's event
 // only once the repo's own transaction has committed). The writer stays
 // held until end is called, exactly once: end(true) commits, end(false)
 // rolls back.
 func (db *DB) Begin(ctx context.Context) (tx *sql.Tx, end func(commit bool) error, err error) {
-	ctx, err = detach(ctx)
-	if err != nil {
+	if ctx, err = db.takeWriter(ctx); err != nil {
 		return nil, nil, err
 	}
-	if err := db.ready(ctx); err != nil {
-		return nil, nil, err
-	}
-	db.wmu.Lock()
 	if tx, err = db.w.BeginTx(ctx, nil); err != nil {
 		db.wmu.Unlock()
 		return nil, nil, err
@@ -540,14 +545,10 @@ func (db *DB) Begin(ctx context.Context) (tx *sql.Tx, end func(commit bool) erro
 // (PRAGMA shrink_memory), once no write holds it: what it needs again is
 // read back from the file, which the OS still caches.
 func (db *DB) ReleaseMemory(ctx context.Context) error {
-	ctx, err := detach(ctx)
+	ctx, err := db.takeWriter(ctx)
 	if err != nil {
 		return err
 	}
-	if err := db.ready(ctx); err != nil {
-		return err
-	}
-	db.wmu.Lock()
 	defer db.wmu.Unlock()
 	_, err = db.w.ExecContext(ctx, "PRAGMA shrink_memory")
 	return err
