@@ -197,7 +197,7 @@ func (s *Server) makeAccount(ctx context.Context, requester string, in *createAc
 	}
 	// The statements of the account's first write, once the answer is out.
 	s.idleOn(did.String(), func(a *actor) { a.prepareWriter(context.Background()) })
-	s.releaseSeqMemory()
+	s.noteWrite()
 	return createAccountOutput{
 		Handle: handle.String(), DID: did.String(), DIDDoc: didDoc, AccessJwt: sess.access, RefreshJwt: sess.refresh,
 	}, nil

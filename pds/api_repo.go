@@ -198,7 +198,7 @@ func (s *Server) applyPrepared(ctx context.Context, did string, writes []prepare
 			if _, err := p.Commit(); err != nil {
 				return nil, s.resyncAfterLostEvent(ctx, a.DB, did, err)
 			}
-			s.releaseSeqMemory()
+			s.noteWrite()
 		}
 		// Files go only once the transaction that freed them has
 		// committed; a failure leaves files, never loses one in use.

@@ -212,10 +212,62 @@ func TestIdleWorkOneAtATime(t *testing.T) {
 	<-stuck
 }
 
-// TestWritesReleaseSequencerMemory: once enough events are committed, a
-// write leaves the release of the sequencer writer's cached pages as idle
-// work (releaseSeqMemory).
-func TestWritesReleaseSequencerMemory(t *testing.T) {
+// TestIdleWorkAfterQuiet: afterQuiet's fn waits out a request in flight,
+// then a quiet d after it ended; close ends the wait without running it.
+func TestIdleWorkAfterQuiet(t *testing.T) {
+	var w idleWork
+	release := make(chan struct{})
+	inHandler := make(chan struct{})
+	h := w.count(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		inHandler <- struct{}{}
+		<-release
+	}))
+	ended := make(chan struct{})
+	go func() {
+		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/xrpc/x.y.z", nil))
+		close(ended)
+	}()
+	<-inHandler
+	const d = 30 * time.Millisecond
+	ran := make(chan time.Time, 1)
+	if !w.afterQuiet(d, func() { ran <- time.Now() }) {
+		t.Fatal("afterQuiet refused before close")
+	}
+	select {
+	case <-ran:
+		t.Fatal("fn ran while a request was being answered")
+	case <-time.After(3 * d):
+	}
+	release <- struct{}{}
+	<-ended
+	answered := time.Now()
+	if at := <-ran; at.Sub(answered) < d-time.Millisecond {
+		t.Fatalf("fn ran %v after the request ended, want at least %v", at.Sub(answered), d)
+	}
+
+	never := make(chan struct{})
+	w.afterQuiet(time.Hour, func() { close(never) })
+	closed := make(chan struct{})
+	go func() { w.close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("close waited for afterQuiet's hour")
+	}
+	select {
+	case <-never:
+		t.Fatal("fn ran at close")
+	default:
+	}
+	if w.afterQuiet(d, func() {}) {
+		t.Fatal("afterQuiet took work after close")
+	}
+}
+
+// TestWritesReleaseSQLiteCaches: past releaseCachesAfter writes, SQLite's
+// cached pages go once the server has answered nothing for
+// releaseCachesQuiet, and not before.
+func TestWritesReleaseSQLiteCaches(t *testing.T) {
 	s := startAt(t, t.TempDir())
 	out := createAccount(t, s, "releases.test", "releases-pass")
 	c := login(t, s, "releases.test", "releases-pass")
@@ -226,21 +278,21 @@ func TestWritesReleaseSequencerMemory(t *testing.T) {
 		}
 		return n
 	}
-	// createAccount's four events and the login's none, then writes up
-	// to the 128th event: nothing released yet.
-	for i := range 123 {
+	for i := range releaseCachesAfter { // and createAccount: one past it
 		post(t, c, out.Did, fmt.Sprint(i))
 	}
-	s.idle.waitQuiet()
+	last := time.Now()
 	if n := cached(); n < 64<<10 {
-		t.Fatalf("the sequencer's writer caches %d bytes before any release: the test shows nothing", n)
+		t.Fatalf("the sequencer's writer caches %d bytes after the writes: the test shows nothing", n)
 	}
-	post(t, c, out.Did, "the 128th event")
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := last.Add(10 * time.Second)
 	for cached() > 16<<10 {
 		if time.Now().After(deadline) {
-			t.Fatalf("the sequencer's writer still caches %d bytes 5 s after its 128th event", cached())
+			t.Fatalf("the caches still hold %d bytes 10 s after the last write", cached())
 		}
-		time.Sleep(time.Millisecond)
+		time.Sleep(5 * time.Millisecond)
+	}
+	if quiet := time.Since(last); quiet < releaseCachesQuiet {
+		t.Fatalf("released %v after the last write, before a quiet %v", quiet, releaseCachesQuiet)
 	}
 }

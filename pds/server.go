@@ -194,11 +194,12 @@ type Server struct {
 	stats  stats.Stats
 	// tids mints record keys for createRecord; one clock per server so
 	// keys only increase.
-	tids        *clock.TIDs
-	repoLocks   repoLocks
-	idle        idleWork // see withActorStoreThen
-	nonces      commitNonces
-	proxyClient *http.Client
+	tids         *clock.TIDs
+	repoLocks    repoLocks
+	idle         idleWork     // see withActorStoreThen
+	cacheRelease cacheRelease // see noteWrite
+	nonces       commitNonces
+	proxyClient  *http.Client
 
 	// verifyDPoP is the OAuth seam: when set, bearer hands it requests
 	// with "Authorization: DPoP <token>" and the auth the method declared

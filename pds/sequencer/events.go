@@ -339,7 +339,6 @@ func (s *Sequencer) finish(b *batch) {
 		s.last, s.lastTime = all[len(all)-1].Seq, all[len(all)-1].Time
 		s.tail.add(all)
 		s.wake()
-		s.sinceRelease.Add(int64(len(all)))
 	}
 	for _, r := range b.calls {
 		switch {
@@ -363,37 +362,6 @@ func (s *Sequencer) finish(b *batch) {
 	if next != nil {
 		next.wake <- struct{}{}
 	}
-}
-
-// releaseEvery is how many events are committed between two releases of
-// the writer's cached pages (see ReleaseDue).
-const releaseEvery = 128
-
-// ReleaseDue reports, once every releaseEvery events committed, that
-// ReleaseMemory is due; its caller runs it where no request waits on it.
-func (s *Sequencer) ReleaseDue() bool {
-	for {
-		n := s.sinceRelease.Load()
-		if n < releaseEvery {
-			return false
-		}
-		if s.sinceRelease.CompareAndSwap(n, 0) {
-			return true
-		}
-	}
-}
-
-// ReleaseMemory frees the pages the writer's connection has cached. An
-// append reads back only the last pages of the log and of its DID index,
-// but SQLite's page caches are one LRU list in this build (see
-// store.TestBusyCacheOutgrowsItsBound): a connection at its cache_size
-// takes the least recently used page of any connection, so the writer,
-// busy while actor stores sit idle, kept growing past its 2,000 KiB on
-// pages of old events no one reads again (12 MB after 16 writers for
-// 5 s). Released every releaseEvery events: RSS after benchcompare's
-// suite, hot, concurrent and idle workloads 98-99 -> 79-82 MiB.
-func (s *Sequencer) ReleaseMemory(ctx context.Context) error {
-	return s.db.ReleaseMemory(ctx)
 }
 
 // encode stamps events with the seqs after last and time now and encodes

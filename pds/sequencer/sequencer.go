@@ -10,7 +10,6 @@ import (
 	"errors"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fakepds/fakepds/pds/store"
@@ -24,10 +23,6 @@ type Sequencer struct {
 	db   *store.DB
 	n    notifier
 	tail tail
-
-	// sinceRelease counts the events committed since ReleaseDue last said
-	// yes.
-	sinceRelease atomic.Int64
 
 	// Prepared at Open, outside any transaction: the writer pool has one
 	// connection, so preparing while a write holds it would wait forever.

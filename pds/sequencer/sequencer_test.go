@@ -2,7 +2,6 @@ package sequencer_test
 
 import (
 	"bytes"
-	"fmt"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -354,52 +353,5 @@ func TestSeqMigratedFromAutoincrement(t *testing.T) {
 	defer s.Close()
 	if got, err = s.Append(ctx, time.Now(), sequencer.Identity("did:plc:e", "")); err != nil || got[0].Seq != 5 {
 		t.Fatalf("first seq after every event was deleted: %+v, %v; want 5", got, err)
-	}
-}
-
-// ReleaseDue says yes once per 128 events committed, whoever appended
-// them, and ReleaseMemory then empties the writer's cache.
-func TestReleaseDue(t *testing.T) {
-	s := open(t)
-	ctx := t.Context()
-	t0 := time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
-	for i := range 127 {
-		if _, err := s.Append(ctx, t0, sequencer.Identity(fmt.Sprintf("did:plc:a%d", i), "")); err != nil {
-			t.Fatal(err)
-		}
-		if s.ReleaseDue() {
-			t.Fatalf("due after %d events", i+1)
-		}
-	}
-	// Two in one call: the count crosses 128 within it.
-	if _, err := s.Append(ctx, t0, sequencer.Identity("did:plc:b", ""), sequencer.Identity("did:plc:c", "")); err != nil {
-		t.Fatal(err)
-	}
-	if !s.ReleaseDue() {
-		t.Fatal("not due after 129 events")
-	}
-	if s.ReleaseDue() {
-		t.Fatal("due twice for the same events")
-	}
-	before, err := s.DB().WriterCacheBytes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.ReleaseMemory(ctx); err != nil {
-		t.Fatal(err)
-	}
-	after, err := s.DB().WriterCacheBytes(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if after >= before || after > 16<<10 {
-		t.Fatalf("the writer caches %d bytes after ReleaseMemory, %d before", after, before)
-	}
-	// The log reads and appends as before.
-	if _, err := s.Append(ctx, t0, sequencer.Identity("did:plc:d", "")); err != nil {
-		t.Fatal(err)
-	}
-	if head, _ := s.Head(ctx); head != 130 {
-		t.Fatalf("head %d, want 130", head)
 	}
 }

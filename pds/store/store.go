@@ -541,9 +541,11 @@ func (db *DB) Begin(ctx context.Context) (tx *sql.Tx, end func(commit bool) erro
 	}, nil
 }
 
-// ReleaseMemory frees the pages the writer's connection has cached
-// (PRAGMA shrink_memory), once no write holds it: what it needs again is
-// read back from the file, which the OS still caches.
+// ReleaseMemory frees cached pages (PRAGMA shrink_memory on the writer,
+// once no write holds it): not db's alone but every connection's of the
+// process, since SQLite's page caches are one LRU list in this build (see
+// TestReleaseMemoryIsProcessWide). What a connection needs again it reads
+// back from its file, which the OS still caches.
 func (db *DB) ReleaseMemory(ctx context.Context) error {
 	ctx, err := db.takeWriter(ctx)
 	if err != nil {
@@ -555,7 +557,7 @@ func (db *DB) ReleaseMemory(ctx context.Context) error {
 }
 
 // WriterCacheBytes is how much memory the pages cached by the writer's
-// connection take (SQLITE_DBSTATUS_CACHE_USED): what ReleaseMemory frees.
+// connection take (SQLITE_DBSTATUS_CACHE_USED).
 func (db *DB) WriterCacheBytes(ctx context.Context) (int, error) {
 	if err := db.ready(ctx); err != nil {
 		return 0, err
