@@ -363,10 +363,10 @@ func (w *idleWork) afterQuiet(d time.Duration, fn func()) bool {
 // has.
 func (w *idleWork) close() {
 	w.mu.Lock()
-	w.closed = true
-	if w.done != nil {
+	if !w.closed && w.done != nil {
 		close(w.done)
 	}
+	w.closed = true
 	w.mu.Unlock()
 	w.wg.Wait()
 }

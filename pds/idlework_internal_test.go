@@ -262,6 +262,7 @@ func TestIdleWorkAfterQuiet(t *testing.T) {
 	if w.afterQuiet(d, func() {}) {
 		t.Fatal("afterQuiet took work after close")
 	}
+	w.close() // again: a no-op
 }
 
 // TestWritesReleaseSQLiteCaches: past releaseCachesAfter writes, SQLite's
