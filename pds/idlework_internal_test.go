@@ -18,20 +18,17 @@ import (
 	"github.com/fakepds/fakepds/pds/repo"
 )
 
-// TestIdleWorkWaitsForQuiet: work started while a request is being
-// answered runs once it has been, not beside it; a subscription (an
-// Upgrade) does not hold it back; and under requests that never end it
-// runs after maxIdleWait all the same.
-func TestIdleWorkWaitsForQuiet(t *testing.T) {
-	var w idleWork
-	defer w.close()
-	release := make(chan struct{})
+// heldRequests is w counting requests that each wait for a send on
+// release: serve starts one (with an Upgrade header when upgrade) and
+// returns once it is in the handler, with a channel closed when it ends.
+func heldRequests(w *idleWork) (serve func(upgrade bool) chan struct{}, release chan struct{}) {
+	release = make(chan struct{})
 	inHandler := make(chan struct{})
 	h := w.count(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
 		inHandler <- struct{}{}
 		<-release
 	}))
-	serve := func(upgrade bool) chan struct{} {
+	return func(upgrade bool) chan struct{} {
 		done := make(chan struct{})
 		r := httptest.NewRequest(http.MethodGet, "/xrpc/x.y.z", nil)
 		if upgrade {
@@ -40,7 +37,17 @@ func TestIdleWorkWaitsForQuiet(t *testing.T) {
 		go func() { h.ServeHTTP(httptest.NewRecorder(), r); close(done) }()
 		<-inHandler
 		return done
-	}
+	}, release
+}
+
+// TestIdleWorkWaitsForQuiet: work started while a request is being
+// answered runs once it has been, not beside it; a subscription (an
+// Upgrade) does not hold it back; and under requests that never end it
+// runs after maxIdleWait all the same.
+func TestIdleWorkWaitsForQuiet(t *testing.T) {
+	var w idleWork
+	defer w.close()
+	serve, release := heldRequests(&w)
 
 	ended := serve(false)
 	ran := make(chan time.Time, 1)
@@ -147,23 +154,9 @@ func TestRemoveAccountWaitsForStoreInUse(t *testing.T) {
 // not started.
 func TestIdleWorkOneAtATime(t *testing.T) {
 	var w idleWork
-	release := make(chan struct{})
-	inHandler := make(chan struct{})
-	h := w.count(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		inHandler <- struct{}{}
-		<-release
-	}))
-	serve := func() chan struct{} {
-		done := make(chan struct{})
-		go func() {
-			h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/xrpc/x.y.z", nil))
-			close(done)
-		}()
-		<-inHandler
-		return done
-	}
+	serve, release := heldRequests(&w)
 
-	ended := serve()
+	ended := serve(false)
 	var running, most atomic.Int32
 	var order []int
 	var mu sync.Mutex
@@ -193,7 +186,7 @@ func TestIdleWorkOneAtATime(t *testing.T) {
 		t.Fatalf("ran in the order %v", order)
 	}
 
-	stuck := serve()
+	stuck := serve(false)
 	var ran atomic.Int32
 	accepted := 0
 	for range maxIdleQueue + 2 {
@@ -216,18 +209,8 @@ func TestIdleWorkOneAtATime(t *testing.T) {
 // then a quiet d after it ended; close ends the wait without running it.
 func TestIdleWorkAfterQuiet(t *testing.T) {
 	var w idleWork
-	release := make(chan struct{})
-	inHandler := make(chan struct{})
-	h := w.count(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
-		inHandler <- struct{}{}
-		<-release
-	}))
-	ended := make(chan struct{})
-	go func() {
-		h.ServeHTTP(httptest.NewRecorder(), httptest.NewRequest(http.MethodGet, "/xrpc/x.y.z", nil))
-		close(ended)
-	}()
-	<-inHandler
+	serve, release := heldRequests(&w)
+	ended := serve(false)
 	const d = 30 * time.Millisecond
 	ran := make(chan time.Time, 1)
 	if !w.afterQuiet(d, func() { ran <- time.Now() }) {
